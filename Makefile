@@ -1,0 +1,74 @@
+# llm: small Unix tools for Llama-architecture models in GGUF files.
+# See LICENSE file for copyright and license details.
+.POSIX:
+
+include config.mk
+
+LIBSRC = lib/gguf.c lib/kv.c lib/model.c lib/pool.c lib/quant.c lib/sample.c \
+	lib/tokstream.c lib/util.c
+LIBHDR = lib/gguf.h lib/kv.h lib/model.h lib/pool.h lib/quant.h lib/sample.h \
+	lib/tokstream.h lib/util.h
+LIBOBJ = $(LIBSRC:.c=.o)
+LIB = lib/libllm.a
+
+BIN = cmd/llm-decode
+MAN1 = man/llm-decode.1
+
+TESTLIBSRC = tests/ggufw.c
+TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
+TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model
+BENCHBIN = bench/membw
+
+all: $(LIB) $(BIN)
+
+$(LIBOBJ): $(LIBHDR) config.mk
+$(BIN:=.o): $(LIBHDR) config.mk
+$(TESTLIBOBJ) $(TESTBIN:=.o): $(LIBHDR) tests/ggufw.h config.mk
+
+.c.o:
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIBOBJ)
+	rm -f $@
+	$(AR) rcs $@ $(LIBOBJ)
+
+$(BIN): $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $@.o $(LIB) $(LDLIBS)
+
+cmd/llm-decode: cmd/llm-decode.o
+
+$(TESTBIN): $(TESTLIBOBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $@.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
+
+tests/mkmodel: tests/mkmodel.o
+tests/test_kv: tests/test_kv.o
+tests/test_gguf: tests/test_gguf.o
+tests/test_model: tests/test_model.o
+
+bench/membw: bench/membw.o
+	$(CC) $(LDFLAGS) -o $@ bench/membw.o $(LDLIBS)
+
+check: all $(TESTBIN)
+	sh tests/run.sh
+
+bench: all tests/mkmodel $(BENCHBIN)
+	sh bench/bench.sh
+
+demo: all tests/mkmodel
+	sh examples/demo.sh
+
+install: all
+	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANPREFIX)/man1
+	cp -f $(BIN) $(DESTDIR)$(PREFIX)/bin
+	cp -f $(MAN1) $(DESTDIR)$(MANPREFIX)/man1
+
+uninstall:
+	for f in $(BIN); do rm -f $(DESTDIR)$(PREFIX)/bin/$${f#cmd/}; done
+	for f in $(MAN1); do rm -f $(DESTDIR)$(MANPREFIX)/man1/$${f#man/}; done
+
+clean:
+	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TESTBIN) $(TESTBIN:=.o) \
+		$(TESTLIBOBJ) $(BENCHBIN) $(BENCHBIN:=.o)
+	rm -rf tests/tmp bench/tmp
+
+.PHONY: all check bench demo install uninstall clean

@@ -1,0 +1,249 @@
+/* llm-decode: prompt token ids in, generated token ids out. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/kv.h"
+#include "../lib/model.h"
+#include "../lib/pool.h"
+#include "../lib/sample.h"
+#include "../lib/tokstream.h"
+#include "../lib/util.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
+	    "[--greedy | --temp T --top-k K --top-p P --seed S]\n"
+	    "       [--ignore-eos] [--kv-prealloc] [--score] [--stats] [--stats-json]\n",
+	    argv0);
+	exit(2);
+}
+
+static long long
+number(const char *opt, const char *s, long long min, long long max)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		die(2, "%s: '%s': expected an integer from %lld to %lld", opt, s, min, max);
+	return v;
+}
+
+static double
+real(const char *opt, const char *s, double min, double max)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= min && v <= max))
+		die(2, "%s: '%s': expected a number from %g to %g", opt, s, min, max);
+	return v;
+}
+
+struct run {
+	struct model m;
+	struct kv kv;
+	const char *model_path;
+	int n_prompt, n_gen;
+	double t_start, t_prefill, t_first, t_end;
+	uint64_t seed;
+	int threads;
+};
+
+static void
+print_stats(const struct run *r, int human, int json)
+{
+	double prefill = r->t_prefill - r->t_start;
+	double decode = r->t_end - r->t_first;
+	double ttft = r->n_gen ? (r->t_first - r->t_start) * 1e3 : 0;
+	double prefill_tps = prefill > 0 ? r->n_prompt / prefill : 0;
+	double decode_tps = r->n_gen > 1 && decode > 0 ? (r->n_gen - 1) / decode : 0;
+	struct json j;
+
+	if (human)
+		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, "
+		    "ttft %.1f ms\n%s: kv %zu bytes (%d of %d positions allocated), "
+		    "peak rss %zu bytes, %d threads, seed %llu\n",
+		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft,
+		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx,
+		    peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
+	if (json) {
+		json_begin(&j, stderr);
+		json_int(&j, "prompt_tokens", r->n_prompt);
+		json_int(&j, "generated_tokens", r->n_gen);
+		json_num(&j, "ttft_ms", ttft);
+		json_num(&j, "prefill_tok_s", prefill_tps);
+		json_num(&j, "decode_tok_s", decode_tps);
+		json_int(&j, "kv_bytes", (long long)kv_bytes(&r->kv));
+		json_int(&j, "kv_capacity", r->kv.cap);
+		json_int(&j, "max_ctx", r->kv.max_ctx);
+		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
+		json_int(&j, "weight_bytes", (long long)model_weight_bytes(&r->m));
+		json_int(&j, "threads", r->threads);
+		json_int(&j, "seed", (long long)r->seed);
+		json_end(&j);
+	}
+}
+
+static void
+score(struct run *r, const int *ids, int n)
+{
+	double nll = 0;
+	float *logits;
+	int i, err;
+
+	for (i = 0; i + 1 < n; i++) {
+		logits = model_forward(&r->m, &r->kv, ids[i], i, 1, &err);
+		if (err)
+			die(1, "%s: %s", r->model_path, llm_err());
+		double lp = log_prob(logits, r->m.c.vocab_size, ids[i + 1]);
+		nll -= lp;
+		if (printf("%.6f\n", lp) < 0)
+			die(1, "stdout:");
+	}
+	if (fflush(stdout) == EOF)
+		die(1, "stdout:");
+	fprintf(stderr, "scored %d tokens, perplexity %.4f\n",
+	    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
+}
+
+int
+main(int argc, char *argv[])
+{
+	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
+		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON };
+	static const struct option longopts[] = {
+		{ "ctx", required_argument, NULL, O_CTX },
+		{ "greedy", no_argument, NULL, O_GREEDY },
+		{ "temp", required_argument, NULL, O_TEMP },
+		{ "top-k", required_argument, NULL, O_TOPK },
+		{ "top-p", required_argument, NULL, O_TOPP },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
+		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
+		{ "score", no_argument, NULL, O_SCORE },
+		{ "stats", no_argument, NULL, O_STATS },
+		{ "stats-json", no_argument, NULL, O_STATS_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct run r = { 0 };
+	struct tokstream ts;
+	struct sampler smp;
+	struct pool *pool;
+	float temp = 0.8f, top_p = 0.95f, *logits;
+	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
+	int do_score = 0, stats = 0, stats_json = 0, seed_set = 0;
+	int *ids, n_ids, i, c, err, pos, next;
+
+	argv0 = "llm-decode";
+	r.threads = pool_default_threads();
+	while ((c = getopt_long(argc, argv, "m:n:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'm': r.model_path = optarg; break;
+		case 'n': n_predict = (int)number("-n", optarg, 0, 1 << 30); break;
+		case 't': r.threads = (int)number("-t", optarg, 1, 256); break;
+		case O_CTX: ctx = (int)number("--ctx", optarg, 1, 1 << 30); break;
+		case O_GREEDY: temp = 0; break;
+		case O_TEMP: temp = (float)real("--temp", optarg, 0, 100); break;
+		case O_TOPK: top_k = (int)number("--top-k", optarg, 0, 1 << 30); break;
+		case O_TOPP: top_p = (float)real("--top-p", optarg, 0, 1); break;
+		case O_SEED:
+			r.seed = (uint64_t)number("--seed", optarg, 0, INT64_MAX);
+			seed_set = 1;
+			break;
+		case O_IGNORE_EOS: ignore_eos = 1; break;
+		case O_PREALLOC: prealloc = 1; break;
+		case O_SCORE: do_score = 1; break;
+		case O_STATS: stats = 1; break;
+		case O_STATS_JSON: stats_json = 1; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || !r.model_path)
+		usage();
+	if (!seed_set)
+		r.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+
+	if (model_load(&r.m, r.model_path) < 0)
+		die(1, "%s: %s", r.model_path, llm_err());
+	if (!(pool = pool_create(r.threads)))
+		die(1, "%s", llm_err());
+	model_set_pool(&r.m, pool);
+	if (ctx > r.m.c.context_length)
+		warnx_("--ctx %d is beyond the model's context_length %d", ctx,
+		    r.m.c.context_length);
+	if (kv_init(&r.kv, r.m.c.n_layers, r.m.c.kv_dim,
+	    ctx ? ctx : r.m.c.context_length, prealloc) < 0)
+		die(1, "%s", llm_err());
+
+	tokstream_init(&ts, stdin, r.m.c.vocab_size);
+	if (tokstream_read_all(&ts, &ids, &n_ids) < 0)
+		die(1, "stdin: %s", llm_err());
+	if (n_ids == 0 && !do_score) {
+		/* An empty prompt starts from BOS, as a fresh text would. */
+		if (r.m.c.bos_id < 0)
+			die(1, "stdin: empty prompt, and the model has no BOS token");
+		ids[n_ids++] = r.m.c.bos_id;
+	}
+	if (n_ids > r.kv.max_ctx)
+		die(1, "stdin: %d prompt tokens do not fit max_ctx %d", n_ids, r.kv.max_ctx);
+	r.n_prompt = n_ids;
+
+	r.t_start = now_seconds();
+	if (do_score) {
+		score(&r, ids, n_ids);
+		r.t_prefill = r.t_first = r.t_end = now_seconds();
+		print_stats(&r, stats, stats_json);
+		return 0;
+	}
+
+	logits = NULL;
+	for (i = 0; i < n_ids; i++) {
+		logits = model_forward(&r.m, &r.kv, ids[i], i, i == n_ids - 1, &err);
+		if (err)
+			die(1, "%s: %s", r.model_path, llm_err());
+	}
+	r.t_prefill = r.t_first = r.t_end = now_seconds();
+
+	sampler_init(&smp, r.m.c.vocab_size, temp, top_k, top_p, r.seed);
+	for (pos = n_ids; r.n_gen < n_predict; pos++) {
+		next = sampler_sample(&smp, logits);
+		if (!ignore_eos && (next == r.m.c.eos_id || next == r.m.c.eot_id))
+			break;
+		if (tokstream_write(stdout, next) < 0)
+			die(1, "stdout:");
+		if (r.n_gen++ == 0)
+			r.t_first = now_seconds();
+		r.t_end = now_seconds();
+		if (r.n_gen == n_predict)
+			break;
+		logits = model_forward(&r.m, &r.kv, next, pos, 1, &err);
+		if (err) {
+			/* Everything generated so far is already on stdout. */
+			print_stats(&r, stats, stats_json);
+			die(1, "%s after %d generated tokens", llm_err(), r.n_gen);
+		}
+	}
+	r.t_end = now_seconds();
+	print_stats(&r, stats, stats_json);
+
+	sampler_free(&smp);
+	free(ids);
+	kv_free(&r.kv);
+	model_free(&r.m);
+	pool_destroy(pool);
+	return 0;
+}

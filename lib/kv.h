@@ -1,0 +1,47 @@
+/* kv.h: the grow-on-demand KV cache of the founding design. */
+#ifndef LLM_KV_H
+#define LLM_KV_H
+
+#include <stddef.h>
+
+#define KV_INITIAL_CAP 64
+
+/*
+ * K and V are each one fp32 store laid out [layer][pos][kv_dim]:
+ * offset = ((layer * cap) + pos) * kv_dim.  cap starts at 64 (or
+ * max_ctx if smaller) and doubles when a write needs a position past
+ * it, never above max_ctx.
+ */
+struct kv {
+	int n_layers;
+	int kv_dim;
+	int max_ctx;
+	int cap;		/* positions allocated per layer */
+	int seq_len;		/* positions filled */
+	float *k, *v;
+};
+
+/* prealloc commits max_ctx densely up front (for comparison runs). */
+int kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc);
+void kv_free(struct kv *kv);
+
+/* Make room for positions [0, npos); 0 or -1 (llm_err()). */
+int kv_grow_to(struct kv *kv, int npos);
+
+/* Write accessors: grow the store if pos is past cap; NULL on failure. */
+float *kv_k_write(struct kv *kv, int layer, int pos);
+float *kv_v_write(struct kv *kv, int layer, int pos);
+
+/* Read accessors: never grow; pos must be below cap. */
+const float *kv_k_read(const struct kv *kv, int layer, int pos);
+const float *kv_v_read(const struct kv *kv, int layer, int pos);
+
+/* Grow ahead to n positions and mark them filled. */
+int kv_set_seq_len(struct kv *kv, int n);
+/* Forget the contents; the capacity stays. */
+void kv_clear(struct kv *kv);
+
+/* The resident footprint of K and V. */
+size_t kv_bytes(const struct kv *kv);
+
+#endif

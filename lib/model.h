@@ -1,0 +1,75 @@
+/* model.h: Llama hyperparameters, weights bound by name, the forward pass. */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <stdint.h>
+
+#include "gguf.h"
+#include "kv.h"
+#include "pool.h"
+
+struct model_config {
+	int dim;		/* embedding width */
+	int n_layers;
+	int n_heads;
+	int n_kv_heads;		/* < n_heads: grouped-query attention */
+	int head_dim;
+	int kv_dim;		/* n_kv_heads * head_dim */
+	int ffn_dim;
+	int vocab_size;
+	int context_length;	/* the model's own context, the default max_ctx */
+	int rope_dim;		/* leading dimensions of each head that rotate */
+	float rope_base;
+	float rms_eps;
+	int bos_id, eos_id, eot_id;	/* -1 when the file has none */
+};
+
+/* A weight matrix as it lies in the map: rows of cols, in its file type. */
+struct weight {
+	const void *data;
+	uint32_t type;
+	int rows, cols;
+	size_t row_bytes;
+};
+
+struct layer_weights {
+	const float *attn_norm, *ffn_norm;
+	struct weight wq, wk, wv, wo;
+	struct weight w_gate, w_up, w_down;
+};
+
+struct model {
+	struct gguf gguf;
+	struct model_config c;
+	struct weight token_embd, output;
+	const float *output_norm;
+	struct layer_weights *layers;
+	float **owned;		/* norm vectors converted from other types */
+	int n_owned;
+
+	/* Run state, reused by every forward pass. */
+	float *x, *xb, *xb2, *hb, *hb2, *q, *logits;
+	float *att;		/* n_heads rows of att_cap scores */
+	int att_cap;
+	double *rope_inv_freq;	/* rope_dim / 2 entries */
+	struct pool *pool;
+};
+
+/* Open a GGUF and bind a Llama model; -1 with llm_err() on failure. */
+int model_load(struct model *m, const char *path);
+void model_free(struct model *m);
+void model_set_pool(struct model *m, struct pool *pool);
+
+/*
+ * Run token at position pos (0 <= pos <= kv->seq_len) and append its
+ * K and V to the cache.  Returns the logits, or NULL if want_logits is
+ * 0; on error (context full, out of memory) returns NULL with
+ * *err set and llm_err() saying why.
+ */
+float *model_forward(struct model *m, struct kv *kv, int token, int pos,
+    int want_logits, int *err);
+
+/* Weight bytes a decode step reads (for the bandwidth bound). */
+uint64_t model_weight_bytes(const struct model *m);
+
+#endif

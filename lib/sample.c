@@ -1,0 +1,168 @@
+/*
+ * sample.c: choosing the next token.  The RNG is our own (splitmix64
+ * seeding a xorshift64*), so a seed gives the same tokens on every
+ * libc and machine.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "sample.h"
+#include "util.h"
+
+static uint64_t
+splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t
+rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+/* A uniform float in [0, 1) with 24 random bits. */
+static float
+rng_float(uint64_t *s)
+{
+	return (float)(rng_next(s) >> 40) / 16777216.0f;
+}
+
+void
+sampler_init(struct sampler *s, int vocab, float temp, int top_k, float top_p, uint64_t seed)
+{
+	s->vocab = vocab;
+	s->temp = temp;
+	s->top_k = top_k < 0 || top_k > vocab ? 0 : top_k;
+	s->top_p = top_p;
+	s->rng = splitmix64(&seed);
+	if (s->rng == 0)
+		s->rng = 1;	/* xorshift must not start at zero */
+	s->cand = xcalloc((size_t)vocab, sizeof *s->cand);
+}
+
+void
+sampler_free(struct sampler *s)
+{
+	free(s->cand);
+	s->cand = NULL;
+}
+
+int
+argmax(const float *x, int n)
+{
+	int i, best = 0;
+
+	for (i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+double
+log_prob(const float *logits, int n, int id)
+{
+	double max = logits[argmax(logits, n)], sum = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		sum += exp((double)logits[i] - max);
+	return (double)logits[id] - max - log(sum);
+}
+
+static int
+by_prob_desc(const void *a, const void *b)
+{
+	const struct prob_id *x = a, *y = b;
+
+	if (x->p != y->p)
+		return x->p < y->p ? 1 : -1;
+	return x->id - y->id;	/* a total order: results do not depend on qsort */
+}
+
+/* Keep the k most likely candidates at the front, in order (min-heap select). */
+static int
+select_top_k(struct prob_id *c, int n, int k)
+{
+	int i, j, child;
+	struct prob_id t;
+
+	/* c[0..k) is a min-heap by (p, -id); scan the rest. */
+	for (i = k / 2 - 1; i >= 0; i--)
+		for (j = i; (child = 2 * j + 1) < k; j = child) {
+			if (child + 1 < k && by_prob_desc(&c[child + 1], &c[child]) > 0)
+				child++;
+			if (by_prob_desc(&c[child], &c[j]) <= 0)
+				break;
+			t = c[j], c[j] = c[child], c[child] = t;
+		}
+	for (i = k; i < n; i++) {
+		if (by_prob_desc(&c[i], &c[0]) >= 0)
+			continue;
+		c[0] = c[i];
+		for (j = 0; (child = 2 * j + 1) < k; j = child) {
+			if (child + 1 < k && by_prob_desc(&c[child + 1], &c[child]) > 0)
+				child++;
+			if (by_prob_desc(&c[child], &c[j]) <= 0)
+				break;
+			t = c[j], c[j] = c[child], c[child] = t;
+		}
+	}
+	qsort(c, (size_t)k, sizeof *c, by_prob_desc);
+	return k;
+}
+
+int
+sampler_sample(struct sampler *s, float *logits)
+{
+	struct prob_id *c = s->cand;
+	float max, sum = 0, cum, r;
+	int i, n = s->vocab;
+
+	if (s->temp <= 0)
+		return argmax(logits, n);
+
+	max = logits[argmax(logits, n)];
+	for (i = 0; i < n; i++) {
+		c[i].id = i;
+		c[i].p = expf((logits[i] - max) / s->temp);
+		sum += c[i].p;
+	}
+	for (i = 0; i < n; i++)
+		c[i].p /= sum;
+
+	if (s->top_k > 0)
+		n = select_top_k(c, n, s->top_k);
+	else
+		qsort(c, (size_t)n, sizeof *c, by_prob_desc);
+
+	/* top-p: the smallest prefix whose mass reaches top_p. */
+	if (s->top_p > 0 && s->top_p < 1) {
+		cum = 0;
+		for (i = 0; i < n; i++) {
+			cum += c[i].p;
+			if (cum >= s->top_p) {
+				n = i + 1;
+				break;
+			}
+		}
+	}
+	sum = 0;
+	for (i = 0; i < n; i++)
+		sum += c[i].p;
+	r = rng_float(&s->rng) * sum;
+	cum = 0;
+	for (i = 0; i < n; i++) {
+		cum += c[i].p;
+		if (r < cum)
+			return c[i].id;
+	}
+	return c[n - 1].id;	/* rounding left r at the very top */
+}

@@ -1,0 +1,185 @@
+/* util.c: errors, checked allocation, clocks, a tiny JSON writer. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "util.h"
+
+static _Thread_local char errbuf[512];
+const char *argv0 = "llm";
+
+void
+llm_seterr(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+	va_end(ap);
+}
+
+const char *
+llm_err(void)
+{
+	return errbuf[0] ? errbuf : "unknown error";
+}
+
+static void
+vwarn(const char *fmt, va_list ap)
+{
+	size_t n = strlen(fmt);
+
+	fprintf(stderr, "%s: ", argv0);
+	vfprintf(stderr, fmt, ap);
+	/* sbase convention: a trailing colon appends strerror(errno). */
+	if (n > 0 && fmt[n - 1] == ':')
+		fprintf(stderr, " %s", strerror(errno));
+	fputc('\n', stderr);
+}
+
+void
+warnx_(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(fmt, ap);
+	va_end(ap);
+}
+
+void
+die(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vwarn(fmt, ap);
+	va_end(ap);
+	exit(status);
+}
+
+void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		die(1, "out of memory allocating %zu bytes", n);
+	return p;
+}
+
+void *
+xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (!p)
+		die(1, "out of memory allocating %zu x %zu bytes", n, size);
+	return p;
+}
+
+double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+size_t
+peak_rss_bytes(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (size_t)ru.ru_maxrss * 1024;	/* Linux reports KiB */
+}
+
+int
+mul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (a != 0 && b > UINT64_MAX / a)
+		return 0;
+	*out = a * b;
+	return 1;
+}
+
+int
+add_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (b > UINT64_MAX - a)
+		return 0;
+	*out = a + b;
+	return 1;
+}
+
+void
+json_write_string(FILE *fp, const char *s)
+{
+	fputc('"', fp);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(fp, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(fp, "\\u%04x", c);
+		else
+			fputc(c, fp);
+	}
+	fputc('"', fp);
+}
+
+void
+json_begin(struct json *j, FILE *fp)
+{
+	j->fp = fp;
+	j->n = 0;
+	fputc('{', fp);
+}
+
+static void
+json_key(struct json *j, const char *key)
+{
+	if (j->n++)
+		fputc(',', j->fp);
+	json_write_string(j->fp, key);
+	fputc(':', j->fp);
+}
+
+void
+json_int(struct json *j, const char *key, long long v)
+{
+	json_key(j, key);
+	fprintf(j->fp, "%lld", v);
+}
+
+void
+json_num(struct json *j, const char *key, double v)
+{
+	json_key(j, key);
+	if (isfinite(v))
+		fprintf(j->fp, "%.6g", v);
+	else
+		fputs("null", j->fp);	/* JSON has no NaN or infinity */
+}
+
+void
+json_str(struct json *j, const char *key, const char *v)
+{
+	json_key(j, key);
+	json_write_string(j->fp, v);
+}
+
+void
+json_end(struct json *j)
+{
+	fputs("}\n", j->fp);
+	fflush(j->fp);
+}

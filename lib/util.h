@@ -1,0 +1,43 @@
+/* util.h: errors, checked allocation, clocks, a tiny JSON writer. */
+#ifndef LLM_UTIL_H
+#define LLM_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/*
+ * lib/ never prints.  A failing function records one line with
+ * llm_seterr() and returns an error; the tool prints llm_err().
+ */
+void llm_seterr(const char *fmt, ...);
+const char *llm_err(void);
+
+/* Tool side: argv0 for messages, and sbase-style fatal errors. */
+extern const char *argv0;
+void warnx_(const char *fmt, ...);
+_Noreturn void die(int status, const char *fmt, ...);
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+
+double now_seconds(void);
+size_t peak_rss_bytes(void);
+
+/* Overflow-checked size arithmetic: returns 0 on overflow. */
+int mul_ok(uint64_t a, uint64_t b, uint64_t *out);
+int add_ok(uint64_t a, uint64_t b, uint64_t *out);
+
+/* A tiny JSON object writer: one flat object on one line. */
+struct json {
+	FILE *fp;
+	int n;
+};
+void json_begin(struct json *j, FILE *fp);
+void json_int(struct json *j, const char *key, long long v);
+void json_num(struct json *j, const char *key, double v);
+void json_str(struct json *j, const char *key, const char *v);
+void json_end(struct json *j);
+void json_write_string(FILE *fp, const char *s);
+
+#endif
