@@ -14,7 +14,7 @@ LIB = lib/libllm.a
 BIN = cmd/llm-decode
 MAN1 = man/llm-decode.1
 
-TESTLIBSRC = tests/ggufw.c
+TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
 TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model
 BENCHBIN = bench/membw
@@ -23,7 +23,7 @@ all: $(LIB) $(BIN)
 
 $(LIBOBJ): $(LIBHDR) config.mk
 $(BIN:=.o): $(LIBHDR) config.mk
-$(TESTLIBOBJ) $(TESTBIN:=.o): $(LIBHDR) tests/ggufw.h config.mk
+$(TESTLIBOBJ) $(TESTBIN:=.o): $(LIBHDR) tests/ggufw.h tests/fixture.h tests/check.h config.mk
 
 .c.o:
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<

@@ -8,6 +8,6 @@ MANPREFIX = $(PREFIX)/share/man
 # flags
 CC = cc
 CFLAGS = -std=c11 -O2 -g -Wall -Wextra
-CPPFLAGS = -D_POSIX_C_SOURCE=200809L
+CPPFLAGS = -D_DEFAULT_SOURCE
 LDFLAGS =
 LDLIBS = -lpthread -lm

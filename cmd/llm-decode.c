@@ -17,13 +17,13 @@
 #include "../lib/util.h"
 
 static void
-usage(void)
+usage(int status)
 {
-	fprintf(stderr, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
+	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P --seed S]\n"
 	    "       [--ignore-eos] [--kv-prealloc] [--score] [--stats] [--stats-json]\n",
 	    argv0);
-	exit(2);
+	exit(status);
 }
 
 static long long
@@ -169,11 +169,12 @@ main(int argc, char *argv[])
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: stats = 1; break;
 		case O_STATS_JSON: stats_json = 1; break;
-		default: usage();
+		case 'h': usage(0); break;
+		default: usage(2);
 		}
 	}
 	if (optind != argc || !r.model_path)
-		usage();
+		usage(2);
 	if (!seed_set)
 		r.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 

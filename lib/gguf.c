@@ -152,7 +152,7 @@ skip_value(struct cursor *c, uint32_t type, const char *key, int depth)
 		}
 		/* Each string or array takes at least 8 bytes: refuse absurd counts early. */
 		if (n > (c->size - c->pos) / 8) {
-			llm_seterr("key %s: array count %llu exceeds file size",
+			llm_seterr("key %s: array of %llu entries runs past end of file",
 			    key, (unsigned long long)n);
 			return -1;
 		}

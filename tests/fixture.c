@@ -1,0 +1,154 @@
+/*
+ * fixture.c: random Llama models with real shapes.  The weights are
+ * seeded, so the same parameters always give the same file.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/gguf.h"
+#include "../lib/util.h"
+#include "fixture.h"
+#include "ggufw.h"
+
+void
+fixture_tiny(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 64, .n_layers = 3, .n_heads = 4, .n_kv_heads = 2,
+		.ffn_dim = 96, .vocab = 320, .ctx = 512, .rope_base = 10000,
+		.tied = 0, .type = type, .seed = 42, .eos_id = 2,
+	};
+}
+
+void
+fixture_smollm2_135m(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 576, .n_layers = 30, .n_heads = 9, .n_kv_heads = 3,
+		.ffn_dim = 1536, .vocab = 49152, .ctx = 8192, .rope_base = 100000,
+		.tied = 1, .type = type, .seed = 135, .eos_id = 2,
+	};
+}
+
+static uint64_t
+next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Uniform in [-scale, scale). */
+static void
+fill(float *x, size_t n, float scale, float offset, uint64_t *rng)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		x[i] = offset + scale * ((float)(next(rng) >> 40) / 8388608.0f - 1.0f);
+}
+
+static void
+tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
+    float scale, float offset, uint64_t *rng)
+{
+	uint64_t ne[2] = { (uint64_t)cols, (uint64_t)rows };
+	float *x = xmalloc((size_t)rows * cols * sizeof *x);
+
+	fill(x, (size_t)rows * cols, scale, offset, rng);
+	ggufw_tensor(w, name, type, rows == 1 ? 1 : 2, ne, x);
+	free(x);
+}
+
+/* A SentencePiece-style vocabulary: specials, 256 bytes, then pieces. */
+static void
+vocab(struct ggufw *w, int n, int eos_id)
+{
+	static const char *syl[] = { "a", "e", "i", "o", "u", "ka", "lo", "mi",
+	    "ne", "ri", "sa", "to", "the", "and", "was", "day" };
+	char **tok = xcalloc((size_t)n, sizeof *tok);
+	float *score = xcalloc((size_t)n, sizeof *score);
+	int32_t *type = xcalloc((size_t)n, sizeof *type);
+	char buf[64];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (i == 0)
+			snprintf(buf, sizeof buf, "<unk>"), type[i] = 2;
+		else if (i == 1)
+			snprintf(buf, sizeof buf, "<s>"), type[i] = 3;
+		else if (i == 2)
+			snprintf(buf, sizeof buf, "</s>"), type[i] = 3;
+		else if (i < 259)
+			snprintf(buf, sizeof buf, "<0x%02X>", i - 3), type[i] = 6;
+		else
+			snprintf(buf, sizeof buf, "\xe2\x96\x81%s%s%d", syl[i % 16],
+			    syl[(i / 16) % 16], i), type[i] = 1;
+		tok[i] = strdup(buf);
+		score[i] = i < 259 ? 0 : -(float)i;
+	}
+	ggufw_str(w, "tokenizer.ggml.model", "llama");
+	ggufw_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)tok, (size_t)n);
+	ggufw_f32_arr(w, "tokenizer.ggml.scores", score, (size_t)n);
+	ggufw_i32_arr(w, "tokenizer.ggml.token_type", type, (size_t)n);
+	ggufw_u32(w, "tokenizer.ggml.bos_token_id", 1);
+	ggufw_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos_id);
+	for (i = 0; i < n; i++)
+		free(tok[i]);
+	free(tok);
+	free(score);
+	free(type);
+}
+
+int
+fixture_write(const struct fixture *f, const char *path)
+{
+	struct ggufw *w = ggufw_new();
+	uint64_t rng = f->seed * 2654435761u + 1;
+	int head_dim = f->dim / f->n_heads, kv_dim = f->n_kv_heads * head_dim;
+	float sd = 1.0f / sqrtf((float)f->dim), sf = 1.0f / sqrtf((float)f->ffn_dim);
+	char name[64];
+	int l, r;
+
+	ggufw_str(w, "general.architecture", "llama");
+	ggufw_str(w, "general.name", "llm random fixture");
+	ggufw_u32(w, "llama.context_length", (uint32_t)f->ctx);
+	ggufw_u32(w, "llama.embedding_length", (uint32_t)f->dim);
+	ggufw_u32(w, "llama.block_count", (uint32_t)f->n_layers);
+	ggufw_u32(w, "llama.feed_forward_length", (uint32_t)f->ffn_dim);
+	ggufw_u32(w, "llama.attention.head_count", (uint32_t)f->n_heads);
+	if (!f->minimal_keys) {
+		ggufw_u32(w, "llama.attention.head_count_kv", (uint32_t)f->n_kv_heads);
+		ggufw_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
+		ggufw_f32(w, "llama.rope.freq_base", f->rope_base);
+		ggufw_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+	}
+	if (!f->minimal_keys) {
+		ggufw_u32(w, "general.file_type", f->type);
+		vocab(w, f->vocab, f->eos_id);
+	}
+
+	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, 1.0f, 0, &rng);
+	tensor(w, "output_norm.weight", GGML_F32, 1, f->dim, 0.1f, 1, &rng);
+	if (!f->tied)
+		tensor(w, "output.weight", f->type, f->vocab, f->dim, sd, 0, &rng);
+	for (l = 0; l < f->n_layers; l++) {
+#define N(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)
+		tensor(w, N("attn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
+		tensor(w, N("attn_q"), f->type, f->dim, f->dim, sd, 0, &rng);
+		tensor(w, N("attn_k"), f->type, kv_dim, f->dim, sd, 0, &rng);
+		tensor(w, N("attn_v"), f->type, kv_dim, f->dim, sd, 0, &rng);
+		tensor(w, N("attn_output"), f->type, f->dim, f->dim, sd, 0, &rng);
+		tensor(w, N("ffn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
+		tensor(w, N("ffn_gate"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
+		tensor(w, N("ffn_up"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
+		tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
+#undef N
+	}
+	r = ggufw_write(w, path, 3, 32);
+	ggufw_free(w);
+	return r;
+}

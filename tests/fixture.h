@@ -1,0 +1,25 @@
+/* fixture.h: deterministic random Llama models, written with ggufw. */
+#ifndef LLM_FIXTURE_H
+#define LLM_FIXTURE_H
+
+#include <stdint.h>
+
+struct fixture {
+	int dim, n_layers, n_heads, n_kv_heads, ffn_dim, vocab, ctx;
+	float rope_base;
+	int tied;		/* no output.weight: tied to token_embd */
+	int minimal_keys;	/* omit every optional key, to test the defaults */
+	uint32_t type;		/* type of the matrices; norms stay f32 */
+	int eos_id;
+	uint64_t seed;
+};
+
+/* A tiny model for the unit tests: small, fast, and with every feature. */
+void fixture_tiny(struct fixture *f, uint32_t type);
+/* SmolLM2-135M's exact shapes, for the benchmark. */
+void fixture_smollm2_135m(struct fixture *f, uint32_t type);
+
+/* Write the model; 0 or -1 (errno). */
+int fixture_write(const struct fixture *f, const char *path);
+
+#endif

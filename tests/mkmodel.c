@@ -1,0 +1,62 @@
+/* mkmodel: write a random Llama model in GGUF, for tests, the demo and the benchmark. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/gguf.h"
+#include "../lib/util.h"
+#include "fixture.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0] "
+	    "[-c CTX] [-S SEED] [-E EOS] -o OUT.gguf\n", argv0);
+	exit(2);
+}
+
+int
+main(int argc, char *argv[])
+{
+	const char *out = NULL, *shape = "tiny", *tname = "f32";
+	struct fixture f;
+	uint32_t type;
+	int c, ctx = 0, eos = -1;
+	long long seed = -1;
+
+	argv0 = "mkmodel";
+	while ((c = getopt(argc, argv, "s:t:c:S:E:o:h")) != -1) {
+		switch (c) {
+		case 's': shape = optarg; break;
+		case 't': tname = optarg; break;
+		case 'c': ctx = atoi(optarg); break;
+		case 'S': seed = atoll(optarg); break;
+		case 'E': eos = atoi(optarg); break;
+		case 'o': out = optarg; break;
+		default: usage();
+		}
+	}
+	if (!out || optind != argc)
+		usage();
+	for (type = 0; type < GGML_NTYPES; type++)
+		if (gguf_type_info(type) && strcmp(gguf_type_name(type), tname) == 0)
+			break;
+	if (type == GGML_NTYPES)
+		die(2, "-t %s: unknown type", tname);
+	if (strcmp(shape, "tiny") == 0)
+		fixture_tiny(&f, type);
+	else if (strcmp(shape, "smollm2-135m") == 0)
+		fixture_smollm2_135m(&f, type);
+	else
+		die(2, "-s %s: unknown shape", shape);
+	if (ctx > 0)
+		f.ctx = ctx;
+	if (eos >= 0)
+		f.eos_id = eos;
+	if (seed >= 0)
+		f.seed = (uint64_t)seed;
+	if (fixture_write(&f, out) < 0)
+		die(1, "%s:", out);
+	return 0;
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Run every test and count.  Each test prints "PASS: name", "FAIL: name"
+# or "SKIP: name: why"; a test program that crashes counts as a failure.
+# Usage: sh tests/run.sh (from the project root, after make).
+set -u
+export LLM_TEST_TMP="$PWD/tests/tmp"
+export LLM_SHARED="${LLM_SHARED:-$PWD/../shared}"
+rm -rf "$LLM_TEST_TMP"
+mkdir -p "$LLM_TEST_TMP"
+results="$LLM_TEST_TMP/results"
+: >"$results"
+
+for t in tests/test_*; do
+	case "$t" in
+	*.c|*.h) continue ;;
+	*.sh) cmd="sh $t" ;;
+	*) [ -x "$t" ] || continue; cmd="$t" ;;
+	esac
+	echo "== $t"
+	$cmd >"$LLM_TEST_TMP/out" 2>"$LLM_TEST_TMP/err"
+	rc=$?
+	cat "$LLM_TEST_TMP/out" >>"$results"
+	cat "$LLM_TEST_TMP/out"
+	if grep -q '^FAIL' "$LLM_TEST_TMP/out" || [ $rc -ne 0 ]; then
+		sed 's/^/    /' "$LLM_TEST_TMP/err"
+		grep -q '^FAIL' "$LLM_TEST_TMP/out" ||
+			echo "FAIL: $t exited with status $rc" | tee -a "$results"
+	fi
+done
+
+pass=$(grep -c '^PASS' "$results")
+fail=$(grep -c '^FAIL' "$results")
+skip=$(grep -c '^SKIP' "$results")
+echo
+grep '^SKIP' "$results"
+grep '^FAIL' "$results"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

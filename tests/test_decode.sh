@@ -1,0 +1,152 @@
+#!/bin/sh
+# llm-decode from the command line, as a user runs it.
+. tests/lib.sh
+D="$BIN/llm-decode"
+
+stories260K_reproduces_reference_ids() {
+	m="$SHARED/models/stories260K.gguf"
+	ref="$SHARED/models/stories260K.ref"
+	[ -f "$m" ] && [ -f "$ref" ] || { echo "skip: $m not present"; return 77; }
+	prompt=$(sed -n 's/^prompt_ids\t//p' "$ref")
+	sed -n 's/^greedy_ids\t//p' "$ref" | tr ' ' '\n' >"$TMP/want"
+	[ "$(wc -l <"$TMP/want")" -eq 250 ] || fail "reference has no 250 ids"
+	for th in 1 2; do
+		echo "$prompt" | "$D" -m "$m" --greedy --ignore-eos -n 250 -t $th >"$TMP/got" ||
+			fail "exit $?"
+		cmp "$TMP/want" "$TMP/got" || fail "threads $th: ids differ from reference"
+	done
+}
+
+grow_on_demand_and_prealloc_give_identical_ids() {
+	m=$(tiny q8_0)
+	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 320 --stats-json >"$TMP/a" 2>"$TMP/a.err" || return 1
+	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 320 --kv-prealloc --stats-json >"$TMP/b" 2>"$TMP/b.err" || return 1
+	[ "$(wc -l <"$TMP/a")" -eq 320 ] || fail "$(wc -l <"$TMP/a") ids"
+	cmp "$TMP/a" "$TMP/b" || fail "ids differ"
+	grep -q '"kv_capacity":512' "$TMP/a.err" || fail "grown capacity: $(cat "$TMP/a.err")"
+	# tiny: 3 layers x 32 kv_dim x 4 bytes x 2 (K, V) per position
+	grep -q '"kv_bytes":393216,' "$TMP/a.err" || fail "grown bytes: $(cat "$TMP/a.err")"
+	grep -q '"kv_bytes":393216,' "$TMP/b.err" || fail "dense bytes: $(cat "$TMP/b.err")"
+	echo 1 | "$D" -m "$m" --greedy -n 3 --ctx 300 --kv-prealloc --stats-json 2>&1 >/dev/null |
+		grep -q '"kv_bytes":230400,"kv_capacity":300' || fail "prealloc of --ctx 300"
+}
+
+context_overflow_exits_nonzero_after_emitting_tokens() {
+	m=$(tiny f32)
+	# 5 prompt tokens fill positions 0-4; each further token needs a position,
+	# so --ctx 20 gives 16 tokens and the 17th cannot be computed.
+	echo "1 5 9 13 17" | "$D" -m "$m" --greedy --ignore-eos -n 50 --ctx 20 >"$TMP/out" 2>"$TMP/err"
+	rc=$?
+	[ $rc -eq 1 ] || fail "exit $rc"
+	[ "$(wc -l <"$TMP/out")" -eq 16 ] || fail "$(wc -l <"$TMP/out") tokens emitted"
+	grep -q 'context full' "$TMP/err" || fail "message: $(cat "$TMP/err")"
+	# The tokens emitted are those of a run with room to spare.
+	echo "1 5 9 13 17" | "$D" -m "$m" --greedy --ignore-eos -n 16 >"$TMP/want"
+	cmp "$TMP/want" "$TMP/out" || fail "emitted tokens differ"
+}
+
+prompt_longer_than_context_is_refused() {
+	m=$(tiny f32)
+	seq 1 30 | "$D" -m "$m" --ctx 20 >"$TMP/out" 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "exit"
+	[ ! -s "$TMP/out" ] || fail "output"
+	grep -q '30 prompt tokens do not fit max_ctx 20' "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
+bad_token_ids_are_named_with_position() {
+	m=$(tiny f32)
+	printf '1 2\n abc 4' | "$D" -m "$m" -n 1 >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "non-numeric accepted"
+	grep -q "^llm-decode: stdin: token 2 ('abc'): not a decimal token id$" "$TMP/err" ||
+		fail "$(cat "$TMP/err")"
+	printf '1 320' | "$D" -m "$m" -n 1 >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "out of range accepted"
+	grep -q "token 1 ('320'): id out of range (vocabulary has 320 ids, 0-319)" "$TMP/err" ||
+		fail "$(cat "$TMP/err")"
+	printf '99999999999999999999' | "$D" -m "$m" -n 1 >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "huge accepted"
+	printf -- '-1' | "$D" -m "$m" -n 1 >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "negative accepted"
+}
+
+score_prints_log_probs_and_perplexity() {
+	m=$(tiny f32)
+	echo "1 40 41 42 43 44" | "$D" -m "$m" --score >"$TMP/out" 2>"$TMP/err" || fail "exit $?"
+	[ "$(wc -l <"$TMP/out")" -eq 5 ] || fail "$(wc -l <"$TMP/out") scores"
+	awk '$1 > 0 || $1 !~ /^-?[0-9]+\.[0-9]+$/ { exit 1 }' "$TMP/out" || fail "bad score: $(cat "$TMP/out")"
+	grep -Eq '^scored 5 tokens, perplexity [0-9.]+$' "$TMP/err" || fail "$(cat "$TMP/err")"
+	# perplexity = exp(-mean log p)
+	want=$(awk '{ s += $1 } END { printf "%.2f", exp(-s / NR) }' "$TMP/out")
+	got=$(sed -n 's/.*perplexity //p' "$TMP/err" | awk '{ printf "%.2f", $1 }')
+	[ "$want" = "$got" ] || fail "perplexity $got, want $want"
+}
+
+stops_at_eos_unless_ignore_eos() {
+	echo 1 | "$D" -m "$(tiny f32)" --greedy --ignore-eos -n 40 >"$TMP/free"
+	# Make a model whose EOS is the 6th token greedy decoding produces.
+	eos=$(sed -n 6p "$TMP/free")
+	first=$(grep -n "^$eos\$" "$TMP/free" | head -n 1 | cut -d: -f1)
+	"$PWD/tests/mkmodel" -t f32 -E "$eos" -o "$TMP/eos.gguf" || return 1
+	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy -n 40 >"$TMP/out" || fail "exit $?"
+	head -n $((first - 1)) "$TMP/free" | cmp - "$TMP/out" || fail "did not stop before EOS $eos"
+	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy --ignore-eos -n 40 | cmp - "$TMP/free" ||
+		fail "--ignore-eos did not run on"
+}
+
+sampling_is_reproducible_for_a_seed() {
+	m=$(tiny f32)
+	echo 1 | "$D" -m "$m" --temp 1.5 --top-k 100 --top-p 0.98 --seed 7 -n 40 --ignore-eos >"$TMP/a"
+	echo 1 | "$D" -m "$m" --temp 1.5 --top-k 100 --top-p 0.98 --seed 7 -n 40 --ignore-eos -t 1 >"$TMP/b"
+	echo 1 | "$D" -m "$m" --temp 1.5 --top-k 100 --top-p 0.98 --seed 8 -n 40 --ignore-eos >"$TMP/c"
+	[ "$(wc -l <"$TMP/a")" -eq 40 ] || fail "count"
+	cmp "$TMP/a" "$TMP/b" || fail "same seed differs"
+	! cmp -s "$TMP/a" "$TMP/c" || fail "seeds 7 and 8 gave the same 40 tokens"
+	# top-k 1 is greedy whatever the seed
+	echo 1 | "$D" -m "$m" --top-k 1 --seed 3 -n 20 --ignore-eos >"$TMP/k1"
+	echo 1 | "$D" -m "$m" --greedy -n 20 --ignore-eos | cmp - "$TMP/k1" || fail "top-k 1 is not greedy"
+}
+
+stats_json_is_one_line_with_the_keys() {
+	echo "1 2 3" | "$D" -m "$(tiny q8_0)" -n 4 --ignore-eos --stats-json >/dev/null 2>"$TMP/err" || return 1
+	[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$(cat "$TMP/err")"
+	for k in prompt_tokens generated_tokens ttft_ms prefill_tok_s decode_tok_s \
+	    kv_bytes kv_capacity max_ctx peak_rss_bytes; do
+		grep -q "\"$k\":[0-9]" "$TMP/err" || fail "no $k: $(cat "$TMP/err")"
+	done
+	grep -q '"prompt_tokens":3,"generated_tokens":4,' "$TMP/err" || fail "$(cat "$TMP/err")"
+	if command -v python3 >/dev/null; then
+		python3 -c 'import json,sys; json.load(sys.stdin)' <"$TMP/err" || fail "not JSON"
+	fi
+	echo 1 | "$D" -m "$(tiny q8_0)" -n 2 --stats 2>&1 >/dev/null | grep -q 'tok/s' || fail "--stats"
+}
+
+usage_and_bad_files() {
+	"$D" -h >"$TMP/out" 2>&1; [ $? -eq 0 ] || fail "-h exit"
+	grep -q '^usage: llm-decode -m MODEL' "$TMP/out" || fail "-h text"
+	"$D" </dev/null 2>/dev/null; [ $? -eq 2 ] || fail "no -m"
+	"$D" -m x -n lots </dev/null 2>"$TMP/err"; [ $? -eq 2 ] || fail "-n lots"
+	grep -q "^llm-decode: -n: 'lots'" "$TMP/err" || fail "$(cat "$TMP/err")"
+	"$D" -m "$TMP/none.gguf" </dev/null 2>"$TMP/err"; [ $? -eq 1 ] || fail "missing file"
+	grep -q "^llm-decode: $TMP/none.gguf: No such file or directory$" "$TMP/err" || fail "$(cat "$TMP/err")"
+	head -c 1000 "$(tiny f32)" >"$TMP/cut.gguf"
+	echo 1 | "$D" -m "$TMP/cut.gguf" 2>"$TMP/err"; [ $? -eq 1 ] || fail "truncated"
+	grep -q "^llm-decode: $TMP/cut.gguf: .*past end of file$" "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
+empty_prompt_starts_from_bos() {
+	m=$(tiny f32)
+	"$D" -m "$m" --greedy -n 5 --ignore-eos </dev/null >"$TMP/a" || fail "exit"
+	echo 1 | "$D" -m "$m" --greedy -n 5 --ignore-eos | cmp - "$TMP/a" || fail "differs from BOS prompt"
+}
+
+t stories260K_reproduces_reference_ids
+t grow_on_demand_and_prealloc_give_identical_ids
+t context_overflow_exits_nonzero_after_emitting_tokens
+t prompt_longer_than_context_is_refused
+t bad_token_ids_are_named_with_position
+t score_prints_log_probs_and_perplexity
+t stops_at_eos_unless_ignore_eos
+t sampling_is_reproducible_for_a_seed
+t stats_json_is_one_line_with_the_keys
+t usage_and_bad_files
+t empty_prompt_starts_from_bos

@@ -1,0 +1,254 @@
+/* test_gguf: the reader parses good files and refuses bad ones with a message. */
+#define _GNU_SOURCE	/* memmem */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/gguf.h"
+#include "../lib/model.h"
+#include "../lib/util.h"
+#include "check.h"
+#include "fixture.h"
+#include "ggufw.h"
+
+static char dir[200], good[256], bad[256];
+static unsigned char *img;
+static size_t img_len;
+
+static void
+load_good(void)
+{
+	struct fixture f;
+	FILE *fp;
+
+	fixture_tiny(&f, GGML_Q8_0);
+	snprintf(good, sizeof good, "%s/good.gguf", dir);
+	snprintf(bad, sizeof bad, "%s/bad.gguf", dir);
+	if (fixture_write(&f, good) < 0 || !(fp = fopen(good, "rb")))
+		die(1, "%s:", good);
+	fseek(fp, 0, SEEK_END);
+	img_len = (size_t)ftell(fp);
+	rewind(fp);
+	img = xmalloc(img_len);
+	if (fread(img, 1, img_len, fp) != img_len)
+		die(1, "%s: short read", good);
+	fclose(fp);
+}
+
+static void
+write_bad(const unsigned char *p, size_t n)
+{
+	FILE *fp = fopen(bad, "wb");
+
+	if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp))
+		die(1, "%s:", bad);
+}
+
+/* Open the bad file both ways; 1 if refused with a message containing want. */
+static int
+refused(const char *want)
+{
+	struct gguf g;
+	struct model m;
+	int ok = 1;
+
+	if (gguf_open(&g, bad) == 0) {
+		gguf_close(&g);
+		ok = 0;
+	} else if (want && !strstr(llm_err(), want)) {
+		fprintf(stderr, "  message '%s' lacks '%s'\n", llm_err(), want);
+		ok = 0;
+	}
+	if (model_load(&m, bad) == 0) {
+		model_free(&m);
+		ok = 0;
+	}
+	return ok;
+}
+
+static void
+good_file_opens_with_its_metadata(void)
+{
+	struct gguf g;
+	const struct gguf_tensor *t;
+	uint32_t v;
+
+	CHECK(gguf_open(&g, good) == 0, "%s", llm_err());
+	CHECK(g.version == 3 && g.alignment == 32, "version %u align %u", g.version, g.alignment);
+	CHECK(gguf_get_u32(&g, "llama.embedding_length", &v) == 1 && v == 64, "dim %u", v);
+	t = gguf_find_tensor(&g, "blk.2.ffn_down.weight");
+	CHECK(t && t->type == GGML_Q8_0 && t->ne[0] == 96 && t->ne[1] == 64, "ffn_down");
+	CHECK(t && (const unsigned char *)t->data + t->nbytes <= g.map + g.size, "bounds");
+	gguf_close(&g);
+}
+
+static void
+every_truncation_is_refused(void)
+{
+	size_t n, fails = 0;
+
+	/* Every prefix of the header and tensor table, then coarser steps. */
+	for (n = 0; n < img_len; n += n < 20000 ? 1 : 997) {
+		write_bad(img, n);
+		struct gguf g;
+		if (gguf_open(&g, bad) == 0) {
+			gguf_close(&g);
+			fails++;
+		}
+	}
+	CHECK(fails == 0, "%zu truncated files were accepted", fails);
+	write_bad(img, img_len - 1);
+	CHECK(refused("past end of file"), "one byte short");
+}
+
+static void
+bad_magic_is_refused(void)
+{
+	unsigned char *p = xmalloc(img_len);
+
+	memcpy(p, img, img_len);
+	memcpy(p, "GGML", 4);
+	write_bad(p, img_len);
+	CHECK(refused("bad magic"), "bad magic");
+	free(p);
+}
+
+static void
+unknown_versions_are_refused(void)
+{
+	unsigned char *p = xmalloc(img_len);
+	uint32_t v;
+
+	memcpy(p, img, img_len);
+	v = 1;
+	memcpy(p + 4, &v, 4);
+	write_bad(p, img_len);
+	CHECK(refused("version 1"), "v1");
+	v = 4;
+	memcpy(p + 4, &v, 4);
+	write_bad(p, img_len);
+	CHECK(refused("version 4"), "v4");
+	v = 2;	/* v2 has the same layout as v3 */
+	memcpy(p + 4, &v, 4);
+	write_bad(p, img_len);
+	struct gguf g;
+	CHECK(gguf_open(&g, bad) == 0, "v2: %s", llm_err());
+	gguf_close(&g);
+	free(p);
+}
+
+static void
+absurd_counts_are_refused(void)
+{
+	unsigned char *p = xmalloc(img_len);
+	uint64_t big = (uint64_t)1 << 60;
+	unsigned char *at;
+
+	memcpy(p, img, img_len);
+	memcpy(p + 8, &big, 8);
+	write_bad(p, img_len);
+	CHECK(refused("absurd tensor count"), "n_tensors");
+
+	memcpy(p, img, img_len);
+	memcpy(p + 16, &big, 8);
+	write_bad(p, img_len);
+	CHECK(refused("absurd metadata count"), "n_kv");
+
+	/* The vocabulary's array count: just after its key and the two type words. */
+	memcpy(p, img, img_len);
+	at = memmem(p, img_len, "tokenizer.ggml.tokens", 21);
+	CHECK(at != NULL, "no tokens key");
+	if (at) {
+		memcpy(at + 21 + 8, &big, 8);
+		write_bad(p, img_len);
+		CHECK(refused("tokenizer.ggml.tokens"), "array count");
+		/* A string length past the end of the file. */
+		memcpy(p, img, img_len);
+		memcpy(at + 21 + 16, &big, 8);
+		write_bad(p, img_len);
+		CHECK(refused("past end of file"), "string length");
+	}
+	free(p);
+}
+
+static void
+tensor_past_end_of_file_is_refused(void)
+{
+	unsigned char *p = xmalloc(img_len);
+	const char *name = "blk.1.attn_v.weight";
+	unsigned char *at;
+	uint64_t off = img_len;
+
+	memcpy(p, img, img_len);
+	at = memmem(p, img_len, name, strlen(name));
+	CHECK(at != NULL, "no tensor %s", name);
+	if (at) {
+		/* name, n_dims (4), ne (2 x 8), type (4), then the offset */
+		off = (img_len + 4096) / 32 * 32;
+		memcpy(at + strlen(name) + 4 + 16 + 4, &off, 8);
+		write_bad(p, img_len);
+		CHECK(refused("blk.1.attn_v.weight: data ends past end of file"), "offset");
+		off = 3;	/* misaligned */
+		memcpy(at + strlen(name) + 4 + 16 + 4, &off, 8);
+		write_bad(p, img_len);
+		CHECK(refused("not aligned"), "alignment");
+	}
+	free(p);
+}
+
+static void
+unsupported_type_names_tensor_and_type(void)
+{
+	struct ggufw *w = ggufw_new();
+	uint64_t ne[2] = { 256, 4 };
+	struct model m;
+	struct fixture f;
+
+	/* A valid file whose layer-0 Q is q4_K, which this build cannot run. */
+	fixture_tiny(&f, GGML_F32);
+	ggufw_str(w, "general.architecture", "llama");
+	ggufw_u32(w, "llama.embedding_length", 256);
+	ggufw_u32(w, "llama.block_count", 1);
+	ggufw_u32(w, "llama.feed_forward_length", 256);
+	ggufw_u32(w, "llama.attention.head_count", 4);
+	ggufw_tensor(w, "token_embd.weight", GGML_F32, 2, ne, NULL);
+	ne[1] = 1;
+	ggufw_tensor(w, "output_norm.weight", GGML_F32, 1, ne, NULL);
+	ggufw_tensor(w, "blk.0.attn_norm.weight", GGML_F32, 1, ne, NULL);
+	ggufw_tensor(w, "blk.0.ffn_norm.weight", GGML_F32, 1, ne, NULL);
+	ne[1] = 256;
+	ggufw_tensor(w, "blk.0.attn_q.weight", GGML_Q4_K, 2, ne, NULL);
+	CHECK(ggufw_write(w, bad, 3, 32) == 0, "write");
+	ggufw_free(w);
+	CHECK(model_load(&m, bad) < 0, "loaded");
+	CHECK(strstr(llm_err(), "blk.0.attn_q.weight") && strstr(llm_err(), "q4_K"),
+	    "message: %s", llm_err());
+}
+
+static void
+non_llama_architecture_is_refused(void)
+{
+	struct ggufw *w = ggufw_new();
+	struct model m;
+
+	ggufw_str(w, "general.architecture", "mamba");
+	CHECK(ggufw_write(w, bad, 3, 32) == 0, "write");
+	ggufw_free(w);
+	CHECK(model_load(&m, bad) < 0 && strstr(llm_err(), "mamba"), "%s", llm_err());
+}
+
+int
+main(void)
+{
+	snprintf(dir, sizeof dir, "%s", getenv("LLM_TEST_TMP") ? getenv("LLM_TEST_TMP") : "tests/tmp");
+	load_good();
+	TEST(good_file_opens_with_its_metadata);
+	TEST(every_truncation_is_refused);
+	TEST(bad_magic_is_refused);
+	TEST(unknown_versions_are_refused);
+	TEST(absurd_counts_are_refused);
+	TEST(tensor_past_end_of_file_is_refused);
+	TEST(unsupported_type_names_tensor_and_type);
+	TEST(non_llama_architecture_is_refused);
+	free(img);
+	CHECK_EXIT();
+}

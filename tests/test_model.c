@@ -1,0 +1,300 @@
+/*
+ * test_model: the forward pass against an independent reference, and
+ * the grow-on-demand cache against a dense one, bit for bit.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/gguf.h"
+#include "../lib/kv.h"
+#include "../lib/model.h"
+#include "../lib/pool.h"
+#include "../lib/quant.h"
+#include "../lib/util.h"
+#include "check.h"
+#include "fixture.h"
+
+static char path[256];
+
+static const char *
+tiny_model(uint32_t type)
+{
+	struct fixture f;
+	const char *dir = getenv("LLM_TEST_TMP");
+
+	fixture_tiny(&f, type);
+	snprintf(path, sizeof path, "%s/tiny-%s.gguf", dir ? dir : "tests/tmp",
+	    gguf_type_name(type));
+	if (fixture_write(&f, path) < 0)
+		die(1, "%s:", path);
+	return path;
+}
+
+/* ---- an independent reference: the whole sequence at once, no cache, in double ---- */
+
+static double *
+dense(const struct weight *w)
+{
+	double *d = xmalloc((size_t)w->rows * w->cols * sizeof *d);
+	float *row = xmalloc((size_t)w->cols * sizeof *row);
+
+	for (int r = 0; r < w->rows; r++) {
+		quant_dequant_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes,
+		    row, (size_t)w->cols);
+		for (int c = 0; c < w->cols; c++)
+			d[(size_t)r * w->cols + c] = row[c];
+	}
+	free(row);
+	return d;
+}
+
+/* out[t][r] = sum_c W[r][c] * x[t][c] for every position t */
+static void
+ref_matmul(double *out, const struct weight *w, const double *x, int n)
+{
+	double *W = dense(w);
+
+	for (int t = 0; t < n; t++)
+		for (int r = 0; r < w->rows; r++) {
+			double s = 0;
+			for (int c = 0; c < w->cols; c++)
+				s += W[(size_t)r * w->cols + c] * x[(size_t)t * w->cols + c];
+			out[(size_t)t * w->rows + r] = s;
+		}
+	free(W);
+}
+
+static void
+ref_rmsnorm(double *out, const double *x, const float *g, int dim, int n, double eps)
+{
+	for (int t = 0; t < n; t++) {
+		double ss = 0;
+		for (int i = 0; i < dim; i++)
+			ss += x[t * dim + i] * x[t * dim + i];
+		ss = 1 / sqrt(ss / dim + eps);
+		for (int i = 0; i < dim; i++)
+			out[t * dim + i] = g[i] * x[t * dim + i] * ss;
+	}
+}
+
+static void
+ref_rope(double *v, int n_heads, int head_dim, int rope_dim, double base, int n)
+{
+	for (int t = 0; t < n; t++)
+		for (int h = 0; h < n_heads; h++)
+			for (int i = 0; i < rope_dim / 2; i++) {
+				double th = t / pow(base, 2.0 * i / rope_dim);
+				double *p = v + ((size_t)t * n_heads + h) * head_dim + 2 * i;
+				double a = p[0], b = p[1];
+				p[0] = a * cos(th) - b * sin(th);
+				p[1] = a * sin(th) + b * cos(th);
+			}
+}
+
+/* logits[t][vocab] for every position of ids */
+static double *
+ref_forward(const struct model *m, const int *ids, int n)
+{
+	const struct model_config *c = &m->c;
+	int D = c->dim, HD = c->head_dim, KVD = c->kv_dim, F = c->ffn_dim;
+	double *x = xcalloc((size_t)n * D, sizeof *x), *xb = xcalloc((size_t)n * D, sizeof *x);
+	double *q = xcalloc((size_t)n * D, sizeof *x), *k = xcalloc((size_t)n * KVD, sizeof *x);
+	double *v = xcalloc((size_t)n * KVD, sizeof *x), *o = xcalloc((size_t)n * D, sizeof *x);
+	double *g = xcalloc((size_t)n * F, sizeof *x), *u = xcalloc((size_t)n * F, sizeof *x);
+	double *logits = xcalloc((size_t)n * c->vocab_size, sizeof *x);
+	double *emb = dense(&m->token_embd);
+
+	for (int t = 0; t < n; t++)
+		memcpy(x + (size_t)t * D, emb + (size_t)ids[t] * D, D * sizeof *x);
+	for (int l = 0; l < c->n_layers; l++) {
+		const struct layer_weights *L = &m->layers[l];
+
+		ref_rmsnorm(xb, x, L->attn_norm, D, n, c->rms_eps);
+		ref_matmul(q, &L->wq, xb, n);
+		ref_matmul(k, &L->wk, xb, n);
+		ref_matmul(v, &L->wv, xb, n);
+		ref_rope(q, c->n_heads, HD, c->rope_dim, c->rope_base, n);
+		ref_rope(k, c->n_kv_heads, HD, c->rope_dim, c->rope_base, n);
+		for (int t = 0; t < n; t++)
+			for (int h = 0; h < c->n_heads; h++) {
+				int kh = h / (c->n_heads / c->n_kv_heads);
+				double att[512], max = -INFINITY, sum = 0;
+				for (int s = 0; s <= t; s++) {	/* causal */
+					double d = 0;
+					for (int i = 0; i < HD; i++)
+						d += q[(size_t)t * D + h * HD + i] * k[(size_t)s * KVD + kh * HD + i];
+					att[s] = d / sqrt(HD);
+					max = fmax(max, att[s]);
+				}
+				for (int s = 0; s <= t; s++)
+					sum += att[s] = exp(att[s] - max);
+				for (int i = 0; i < HD; i++) {
+					double acc = 0;
+					for (int s = 0; s <= t; s++)
+						acc += att[s] / sum * v[(size_t)s * KVD + kh * HD + i];
+					xb[(size_t)t * D + h * HD + i] = acc;
+				}
+			}
+		ref_matmul(o, &L->wo, xb, n);
+		for (int i = 0; i < n * D; i++)
+			x[i] += o[i];
+		ref_rmsnorm(xb, x, L->ffn_norm, D, n, c->rms_eps);
+		ref_matmul(g, &L->w_gate, xb, n);
+		ref_matmul(u, &L->w_up, xb, n);
+		for (int i = 0; i < n * F; i++)
+			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+		ref_matmul(o, &L->w_down, g, n);
+		for (int i = 0; i < n * D; i++)
+			x[i] += o[i];
+	}
+	ref_rmsnorm(xb, x, m->output_norm, D, n, c->rms_eps);
+	ref_matmul(logits, &m->output, xb, n);
+	free(x), free(xb), free(q), free(k), free(v), free(o), free(g), free(u), free(emb);
+	return logits;
+}
+
+static void
+cached_decoding_matches_uncached_reference(uint32_t type)
+{
+	enum { N = 40 };
+	struct model m;
+	struct kv kv;
+	int ids[N], err, t, i;
+	double *ref, worst = 0;
+
+	CHECK(model_load(&m, tiny_model(type)) == 0, "%s", llm_err());
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, m.c.context_length, 0);
+	for (t = 0; t < N; t++)
+		ids[t] = (t * 7919 + 3) % m.c.vocab_size;
+	ref = ref_forward(&m, ids, N);
+	for (t = 0; t < N; t++) {
+		float *logits = model_forward(&m, &kv, ids[t], t, 1, &err);
+		double maxabs = 0, maxdiff = 0;
+
+		CHECK(!err, "%s", llm_err());
+		for (i = 0; i < m.c.vocab_size; i++) {
+			double r = ref[(size_t)t * m.c.vocab_size + i];
+			maxabs = fmax(maxabs, fabs(r));
+			maxdiff = fmax(maxdiff, fabs(logits[i] - r));
+		}
+		worst = fmax(worst, maxdiff / maxabs);
+	}
+	CHECK(worst <= 1e-4, "%s: relative logit error %g", gguf_type_name(type), worst);
+	free(ref);
+	kv_free(&kv);
+	model_free(&m);
+}
+
+static void cached_matches_reference_f32(void) { cached_decoding_matches_uncached_reference(GGML_F32); }
+static void cached_matches_reference_f16(void) { cached_decoding_matches_uncached_reference(GGML_F16); }
+static void cached_matches_reference_bf16(void) { cached_decoding_matches_uncached_reference(GGML_BF16); }
+static void cached_matches_reference_q8_0(void) { cached_decoding_matches_uncached_reference(GGML_Q8_0); }
+
+/* Greedy decoding of n tokens; all logits are appended to out. */
+static void
+greedy_run(struct model *m, struct kv *kv, int n, float *out, int *tokens)
+{
+	int err, tok = 1;
+
+	for (int pos = 0; pos < n; pos++) {
+		float *logits = model_forward(m, kv, tok, pos, 1, &err);
+		if (err)
+			die(1, "forward: %s", llm_err());
+		memcpy(out + (size_t)pos * m->c.vocab_size, logits,
+		    m->c.vocab_size * sizeof *out);
+		tokens[pos] = tok;
+		tok = 0;
+		for (int i = 1; i < m->c.vocab_size; i++)
+			if (logits[i] > logits[tok])
+				tok = i;
+	}
+}
+
+static void
+grow_on_demand_is_bitwise_identical_to_prealloc(void)
+{
+	enum { N = 320 };
+	struct model m;
+	struct kv grow, dense_kv, threaded;
+	struct pool *pool;
+	float *a, *b, *c;
+	int ta[N], tb[N], tc[N];
+	size_t bytes;
+
+	CHECK(model_load(&m, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	bytes = (size_t)N * m.c.vocab_size * sizeof(float);
+	a = xmalloc(bytes), b = xmalloc(bytes), c = xmalloc(bytes);
+	kv_init(&grow, m.c.n_layers, m.c.kv_dim, 512, 0);
+	kv_init(&dense_kv, m.c.n_layers, m.c.kv_dim, 512, 1);
+	kv_init(&threaded, m.c.n_layers, m.c.kv_dim, 512, 0);
+	greedy_run(&m, &grow, N, a, ta);
+	greedy_run(&m, &dense_kv, N, b, tb);
+	pool = pool_create(2);
+	model_set_pool(&m, pool);
+	greedy_run(&m, &threaded, N, c, tc);
+	CHECK(grow.cap == 512 && dense_kv.cap == 512, "caps %d %d", grow.cap, dense_kv.cap);
+	CHECK(memcmp(a, b, bytes) == 0, "grown and dense logits differ");
+	CHECK(memcmp(ta, tb, sizeof ta) == 0, "grown and dense tokens differ");
+	CHECK(memcmp(a, c, bytes) == 0, "1-thread and 2-thread logits differ");
+	pool_destroy(pool);
+	kv_free(&grow), kv_free(&dense_kv), kv_free(&threaded);
+	free(a), free(b), free(c);
+	model_free(&m);
+}
+
+static void
+forward_refuses_positions_past_max_ctx(void)
+{
+	struct model m;
+	struct kv kv;
+	int err, pos;
+
+	CHECK(model_load(&m, tiny_model(GGML_F32)) == 0, "%s", llm_err());
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 8, 0);
+	for (pos = 0; pos < 8; pos++) {
+		model_forward(&m, &kv, 5, pos, 0, &err);
+		CHECK(!err, "pos %d: %s", pos, llm_err());
+	}
+	model_forward(&m, &kv, 5, 8, 1, &err);
+	CHECK(err && strstr(llm_err(), "context full"), "err %d: %s", err, llm_err());
+	CHECK(kv.cap == 8 && kv.seq_len == 8, "cap %d len %d", kv.cap, kv.seq_len);
+	kv_free(&kv);
+	model_free(&m);
+}
+
+static void
+missing_optional_keys_take_llama_cpp_defaults(void)
+{
+	struct fixture f;
+	struct model m;
+
+	fixture_tiny(&f, GGML_F32);
+	f.minimal_keys = 1;
+	f.n_kv_heads = f.n_heads;	/* what the absent key means */
+	f.tied = 1;
+	snprintf(path, sizeof path, "%s/minimal.gguf",
+	    getenv("LLM_TEST_TMP") ? getenv("LLM_TEST_TMP") : "tests/tmp");
+	CHECK(fixture_write(&f, path) == 0, "write");
+	CHECK(model_load(&m, path) == 0, "%s", llm_err());
+	CHECK(m.c.rope_base == 10000.0f, "rope base %g", m.c.rope_base);
+	CHECK(m.c.n_kv_heads == m.c.n_heads, "kv heads %d", m.c.n_kv_heads);
+	CHECK(m.c.rope_dim == m.c.head_dim, "rope dim %d", m.c.rope_dim);
+	CHECK(m.c.rms_eps == 1e-5f, "eps %g", m.c.rms_eps);
+	CHECK(m.output.data == m.token_embd.data, "output not tied to token_embd");
+	CHECK(m.c.eos_id == -1 && m.c.bos_id == -1, "bos %d eos %d", m.c.bos_id, m.c.eos_id);
+	model_free(&m);
+}
+
+int
+main(void)
+{
+	TEST(cached_matches_reference_f32);
+	TEST(cached_matches_reference_f16);
+	TEST(cached_matches_reference_bf16);
+	TEST(cached_matches_reference_q8_0);
+	TEST(grow_on_demand_is_bitwise_identical_to_prealloc);
+	TEST(forward_refuses_positions_past_max_ctx);
+	TEST(missing_optional_keys_take_llama_cpp_defaults);
+	CHECK_EXIT();
+}
