@@ -4,19 +4,19 @@
 
 include config.mk
 
-LIBSRC = lib/gguf.c lib/kv.c lib/model.c lib/pool.c lib/quant.c lib/sample.c \
-	lib/tokstream.c lib/util.c
-LIBHDR = lib/gguf.h lib/kv.h lib/model.h lib/pool.h lib/quant.h lib/sample.h \
-	lib/tokstream.h lib/util.h
+LIBSRC = lib/gguf.c lib/kv.c lib/model.c lib/pool.c lib/pretok.c lib/quant.c lib/sample.c \
+	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
+LIBHDR = lib/gguf.h lib/kv.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
 LIB = lib/libllm.a
 
-BIN = cmd/llm-decode
-MAN1 = man/llm-decode.1
+BIN = cmd/llm-decode cmd/llm-tokenize
+MAN1 = man/llm-decode.1 man/llm-tokenize.1
 
 TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
-TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model
+TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/test_tok
 BENCHBIN = bench/membw
 
 all: $(LIB) $(BIN)
@@ -36,6 +36,7 @@ $(BIN): $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $@.o $(LIB) $(LDLIBS)
 
 cmd/llm-decode: cmd/llm-decode.o
+cmd/llm-tokenize: cmd/llm-tokenize.o
 
 $(TESTBIN): $(TESTLIBOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $@.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
@@ -44,6 +45,7 @@ tests/mkmodel: tests/mkmodel.o
 tests/test_kv: tests/test_kv.o
 tests/test_gguf: tests/test_gguf.o
 tests/test_model: tests/test_model.o
+tests/test_tok: tests/test_tok.o
 
 bench/membw: bench/membw.o
 	$(CC) $(LDFLAGS) -o $@ bench/membw.o $(LDLIBS)

@@ -183,3 +183,55 @@ json_end(struct json *j)
 	fputs("}\n", j->fp);
 	fflush(j->fp);
 }
+
+void
+buf_add(struct buf *b, const void *p, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = (b->n + n + 1) * 2;
+		if (!(b->s = realloc(b->s, b->cap)))
+			die(1, "out of memory");
+	}
+	memcpy(b->s + b->n, p, n);
+	b->n += n;
+	b->s[b->n] = '\0';	/* always a C string too */
+}
+
+void
+buf_free(struct buf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->n = b->cap = 0;
+}
+
+int
+buf_read_all(struct buf *b, FILE *fp)
+{
+	char chunk[65536];
+	size_t n;
+
+	while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0)
+		buf_add(b, chunk, n);
+	buf_add(b, "", 0);
+	return ferror(fp) ? -1 : 0;
+}
+
+void
+ids_push(struct ids *a, int id)
+{
+	if (a->n == a->cap) {
+		a->cap = a->cap ? 2 * a->cap : 256;
+		if (!(a->v = realloc(a->v, a->cap * sizeof *a->v)))
+			die(1, "out of memory");
+	}
+	a->v[a->n++] = id;
+}
+
+void
+ids_free(struct ids *a)
+{
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}

@@ -28,6 +28,24 @@ size_t peak_rss_bytes(void);
 int mul_ok(uint64_t a, uint64_t b, uint64_t *out);
 int add_ok(uint64_t a, uint64_t b, uint64_t *out);
 
+/* A growable byte buffer. */
+struct buf {
+	char *s;
+	size_t n, cap;
+};
+void buf_add(struct buf *b, const void *p, size_t n);
+void buf_free(struct buf *b);
+/* Read a whole stream; 0 or -1 (errno). */
+int buf_read_all(struct buf *b, FILE *fp);
+
+/* A growable array of token ids. */
+struct ids {
+	int *v;
+	size_t n, cap;
+};
+void ids_push(struct ids *a, int id);
+void ids_free(struct ids *a);
+
 /* A tiny JSON object writer: one flat object on one line. */
 struct json {
 	FILE *fp;

@@ -9,6 +9,10 @@
 #include <stdio.h>
 
 static int check_failed, check_total_failed;
+static char check_skip[256];
+
+/* Skip the current test, saying why (for example, ../shared is absent). */
+#define SKIP(...) do { snprintf(check_skip, sizeof check_skip, __VA_ARGS__); return; } while (0)
 
 #define CHECK(cond, ...) do { \
 	if (!(cond)) { \
@@ -21,8 +25,12 @@ static int check_failed, check_total_failed;
 
 #define TEST(fn) do { \
 	check_failed = 0; \
+	check_skip[0] = '\0'; \
 	fn(); \
-	printf("%s: %s\n", check_failed ? "FAIL" : "PASS", #fn); \
+	if (check_skip[0] && !check_failed) \
+		printf("SKIP: %s: %s\n", #fn, check_skip); \
+	else \
+		printf("%s: %s\n", check_failed ? "FAIL" : "PASS", #fn); \
 	fflush(stdout); \
 	check_total_failed += check_failed != 0; \
 } while (0)

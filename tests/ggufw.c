@@ -9,7 +9,7 @@
 #include "../lib/util.h"
 #include "ggufw.h"
 
-struct buf {
+struct wbuf {
 	uint8_t *p;
 	size_t n, cap;
 };
@@ -24,14 +24,14 @@ struct wtensor {
 };
 
 struct ggufw {
-	struct buf kv;
+	struct wbuf kv;
 	uint64_t n_kv;
 	struct wtensor *t;
 	size_t n_t;
 };
 
 static void
-put(struct buf *b, const void *p, size_t n)
+put(struct wbuf *b, const void *p, size_t n)
 {
 	if (b->n + n > b->cap) {
 		b->cap = (b->n + n) * 2 + 256;
@@ -42,11 +42,11 @@ put(struct buf *b, const void *p, size_t n)
 	b->n += n;
 }
 
-static void put_u32(struct buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(struct buf *b, uint64_t v) { put(b, &v, 8); }
+static void put_u32(struct wbuf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(struct wbuf *b, uint64_t v) { put(b, &v, 8); }
 
 static void
-put_str(struct buf *b, const char *s)
+put_str(struct wbuf *b, const char *s)
 {
 	put_u64(b, strlen(s));
 	put(b, s, strlen(s));
@@ -196,7 +196,7 @@ ggufw_tensor(struct ggufw *w, const char *name, uint32_t type, int n_dims,
 int
 ggufw_write(struct ggufw *w, const char *path, uint32_t version, uint32_t alignment)
 {
-	struct buf h = { 0 };
+	struct wbuf h = { 0 };
 	static const uint8_t zeros[4096];
 	uint64_t off = 0, pad;
 	size_t i;

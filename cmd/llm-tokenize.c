@@ -1,0 +1,162 @@
+/* llm-tokenize: text to token ids, and token ids back to text. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/gguf.h"
+#include "../lib/tok.h"
+#include "../lib/tokstream.h"
+#include "../lib/util.h"
+
+static void
+usage(int status)
+{
+	fprintf(status ? stderr : stdout,
+	    "usage: %s -m MODEL [--bos | --no-bos] [--eos] [--special] [TEXT ...]\n"
+	    "       %s -m MODEL -d [--special]\n"
+	    "       %s -m MODEL --vocab\n", argv0, argv0, argv0);
+	exit(status);
+}
+
+static void
+put(const char *s, size_t n)
+{
+	if (n && (fwrite(s, 1, n, stdout) != n || fflush(stdout) == EOF))
+		die(1, "stdout:");
+}
+
+/* Ids on stdin to text on stdout, written as soon as characters complete. */
+static void
+detokenize(const struct tok *t, int special)
+{
+	struct tokstream ts;
+	struct tok_decoder d;
+	struct buf out = { 0 };
+	int id, r;
+
+	tokstream_init(&ts, stdin, t->n_vocab);
+	tok_decoder_init(&d, t, special);
+	while ((r = tokstream_next(&ts, &id)) == 1) {
+		out.n = 0;
+		tok_decode(&d, id, &out);
+		put(out.s, out.n);
+	}
+	out.n = 0;
+	tok_decode_finish(&d, &out);
+	put(out.s, out.n);
+	buf_free(&out);
+	if (r < 0)
+		die(1, "stdin: %s", llm_err());
+}
+
+/* One line per token: id, type, piece; tabs, newlines and backslashes escaped. */
+static void
+list_vocab(const struct tok *t)
+{
+	int id;
+	size_t i;
+
+	for (id = 0; id < t->n_vocab; id++) {
+		printf("%d\t%s\t", id, tok_type_name(t->type[id]));
+		for (i = 0; i < t->piece[id].n; i++) {
+			unsigned char c = (unsigned char)t->piece[id].s[i];
+			if (c == '\\')
+				fputs("\\\\", stdout);
+			else if (c == '\t')
+				fputs("\\t", stdout);
+			else if (c == '\n')
+				fputs("\\n", stdout);
+			else if (c == '\r')
+				fputs("\\r", stdout);
+			else if (c < 0x20 || c == 0x7f)
+				printf("\\x%02x", c);
+			else
+				putchar(c);
+		}
+		putchar('\n');
+	}
+	if (fflush(stdout) == EOF || ferror(stdout))
+		die(1, "stdout:");
+}
+
+int
+main(int argc, char *argv[])
+{
+	enum { O_BOS = 256, O_NO_BOS, O_EOS, O_SPECIAL, O_VOCAB };
+	static const struct option longopts[] = {
+		{ "bos", no_argument, NULL, O_BOS },
+		{ "no-bos", no_argument, NULL, O_NO_BOS },
+		{ "eos", no_argument, NULL, O_EOS },
+		{ "special", no_argument, NULL, O_SPECIAL },
+		{ "vocab", no_argument, NULL, O_VOCAB },
+		{ "decode", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL;
+	struct gguf g;
+	struct tok t;
+	struct buf text = { 0 };
+	struct ids ids = { 0 };
+	int c, bos = -1, eos = 0, special = 0, decode = 0, vocab = 0, i;
+	size_t k;
+
+	argv0 = "llm-tokenize";
+	while ((c = getopt_long(argc, argv, "m:dh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'm': path = optarg; break;
+		case 'd': decode = 1; break;
+		case O_BOS: bos = 1; break;
+		case O_NO_BOS: bos = 0; break;
+		case O_EOS: eos = 1; break;
+		case O_SPECIAL: special = 1; break;
+		case O_VOCAB: vocab = 1; break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (!path || (decode && (optind < argc || vocab)) || (vocab && optind < argc))
+		usage(2);
+	if (gguf_open(&g, path) < 0 || tok_load(&t, &g) < 0)
+		die(1, "%s: %s", path, llm_err());
+	if (t.warning[0])
+		warnx_("%s: %s", path, t.warning);
+
+	if (vocab) {
+		list_vocab(&t);
+	} else if (decode) {
+		detokenize(&t, special);
+	} else {
+		if (optind < argc) {
+			for (i = optind; i < argc; i++) {
+				if (i > optind)
+					buf_add(&text, " ", 1);
+				buf_add(&text, argv[i], strlen(argv[i]));
+			}
+		} else if (buf_read_all(&text, stdin) < 0) {
+			die(1, "stdin:");
+		}
+		if (bos < 0)
+			bos = t.add_bos;
+		if (bos && t.bos < 0)
+			die(1, "%s: the vocabulary has no BOS token", path);
+		if ((eos || t.add_eos) && t.eos < 0)
+			die(1, "%s: the vocabulary has no EOS token", path);
+		if (bos)
+			ids_push(&ids, t.bos);
+		tok_encode(&t, text.s ? text.s : "", text.n, special, &ids);
+		if (eos || t.add_eos)
+			ids_push(&ids, t.eos);
+		for (k = 0; k < ids.n; k++)
+			if (printf("%d\n", ids.v[k]) < 0)
+				die(1, "stdout:");
+		if (fflush(stdout) == EOF)
+			die(1, "stdout:");
+	}
+	ids_free(&ids);
+	buf_free(&text);
+	tok_free(&t);
+	gguf_close(&g);
+	return 0;
+}
