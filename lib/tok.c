@@ -601,11 +601,14 @@ bpe_word(struct tok *t, const unsigned char *w, size_t n, struct heap *h,
 		bpe_try(t, h, *syms, l->prev, b.left);
 		bpe_try(t, h, *syms, b.left, l->next);
 	}
+	/*
+	 * A byte with no stand-in token (some vocabularies lack 0xF5-0xFF,
+	 * which UTF-8 never uses) cannot be encoded: it is dropped, as
+	 * llama.cpp does, rather than becoming an unknown or EOS id.
+	 */
 	for (k = 0; k != -1; k = (*syms)[k].next)
 		if ((*syms)[k].id >= 0)
 			ids_push(out, (*syms)[k].id);
-		else if (t->unk >= 0)
-			ids_push(out, t->unk);
 }
 
 static void
@@ -781,32 +784,60 @@ incomplete_tail(const unsigned char *s, size_t n)
 	return 0;
 }
 
+/*
+ * SentencePiece text: U+2581 is a space however it arrived (a piece or
+ * byte-fallback tokens), and the space put in front of the text at
+ * encoding is not part of it.
+ */
+static void
+spm_text(struct tok_decoder *d, char *s, size_t *n)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < *n; i++) {
+		if (i + 3 <= *n && memcmp(s + i, SPACE_MARK, 3) == 0) {
+			s[o++] = ' ';
+			i += 2;
+		} else {
+			s[o++] = s[i];
+		}
+	}
+	*n = o;
+	if (!d->started && o > 0) {
+		d->started = 1;
+		if (d->t->add_space_prefix && s[0] == ' ') {
+			memmove(s, s + 1, o - 1);
+			(*n)--;
+		}
+	}
+}
+
+static void
+release(struct tok_decoder *d, size_t n, struct buf *out)
+{
+	char *s = d->pending.s;
+	size_t rest = d->pending.n - n;
+
+	if (d->t->model == TOK_SPM)
+		spm_text(d, s, &n);
+	else if (n > 0)
+		d->started = 1;
+	buf_add(out, s, n);
+	memmove(s, d->pending.s + d->pending.n - rest, rest);
+	d->pending.n = rest;
+}
+
 void
 tok_decode(struct tok_decoder *d, int id, struct buf *out)
 {
-	size_t before = d->pending.n, hold;
-	char *s;
-
 	tok_piece(d->t, id, d->special, &d->pending);
-	/* SentencePiece: the space put in front of the text is not part of it. */
-	if (!d->started && d->pending.n > before) {
-		d->started = 1;
-		if (d->t->model == TOK_SPM && d->t->add_space_prefix && d->pending.s[before] == ' ') {
-			memmove(d->pending.s + before, d->pending.s + before + 1, d->pending.n - before - 1);
-			d->pending.n--;
-		}
-	}
-	hold = incomplete_tail((unsigned char *)d->pending.s, d->pending.n);
-	s = d->pending.s;
-	buf_add(out, s, d->pending.n - hold);
-	memmove(s, s + d->pending.n - hold, hold);
-	d->pending.n = hold;
+	release(d, d->pending.n - incomplete_tail((unsigned char *)d->pending.s, d->pending.n), out);
 }
 
 void
 tok_decode_finish(struct tok_decoder *d, struct buf *out)
 {
 	if (d->pending.n)
-		buf_add(out, d->pending.s, d->pending.n);
+		release(d, d->pending.n, out);
 	buf_free(&d->pending);
 }

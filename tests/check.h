@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 static int check_failed, check_total_failed;
-static char check_skip[256];
+static char check_skip[1024];
 
 /* Skip the current test, saying why (for example, ../shared is absent). */
 #define SKIP(...) do { snprintf(check_skip, sizeof check_skip, __VA_ARGS__); return; } while (0)

@@ -141,6 +141,400 @@ static void gpt2_reference_vectors(void) { reference_vectors("ggml-vocab-gpt-2.g
 static void starcoder_reference_vectors(void) { reference_vectors("ggml-vocab-starcoder.gguf"); }
 static void llama_spm_reference_vectors(void) { reference_vectors("ggml-vocab-llama-spm.gguf"); }
 
+/* ---- our own vocabularies ---- */
+
+/* Split text with a pre-tokenizer and join the pieces with '|'. */
+static void
+pieces(const char *name, const char *text, char *out, size_t cap)
+{
+	int ignore;
+	struct pretok *p = pretok_new(name, &ignore);
+	uint32_t cps[256];
+	size_t off[257], n = 0, i = 0, k, len = strlen(text), o = 0;
+	struct span *sp = NULL;
+	size_t spcap = 0, ns;
+
+	out[0] = '\0';
+	if (!p)
+		return;
+	while (i < len) {
+		off[n] = i;
+		i += (size_t)utf8_decode((const unsigned char *)text + i, len - i, &cps[n]);
+		n++;
+	}
+	off[n] = len;
+	ns = pretok_split(p, cps, n, &sp, &spcap);
+	for (k = 0; k < ns && o + 2 < cap; k++) {
+		o += (size_t)snprintf(out + o, cap - o, "%s%.*s", k ? "|" : "",
+		    (int)(off[sp[k].end] - off[sp[k].start]), text + off[sp[k].start]);
+	}
+	free(sp);
+	pretok_free(p);
+}
+
+static void
+check_split(const char *name, const char *text, const char *want)
+{
+	char got[1024];
+
+	pieces(name, text, got, sizeof got);
+	CHECK(strcmp(got, want) == 0, "%s: '%s' splits as '%s', want '%s'", name, text, got, want);
+}
+
+static void
+pretokenizers_split_like_their_upstream_regexes(void)
+{
+	static const char *gpt2_family[] = { "default", "gpt-2", "mpt", "gpt-neox" };
+
+	for (size_t i = 0; i < 4; i++) {
+		check_split(gpt2_family[i], "Hello world's 123  x", "Hello| world|'s| 123| | x");
+		check_split(gpt2_family[i], "a\tb  \n", "a|\t|b|  \n");
+	}
+	check_split("starcoder", "abc 123", "abc| |1|2|3");
+	check_split("smollm", "x=42;", "x|=|4|2|;");
+	check_split("refact", "v2 ", "v|2| ");
+	check_split("llama3", "Hello 12345 world!!\n\n", "Hello| |123|45| world|!!\n\n");
+	check_split("llama-bpe", "I'VE  it", "I|'VE| | it");
+	check_split("qwen2", "ab 123", "ab| |1|2|3");
+	check_split("falcon", "a+b 1234", "a|+|b| |123|4");
+	check_split("deepseek-coder", "Hi 12\nok", "Hi| |1|2|\n|ok");
+	check_split("deepseek-llm", "Hi 12\n", "Hi| |12|\n");
+	CHECK(!pretok_known("no-such-thing"), "unknown name accepted");
+}
+
+static void
+regex_matcher_basics(void)
+{
+	static const struct { const char *re, *text; long end; } cases[] = {
+		{ "a|ab", "ab", 1 },		/* leftmost alternative wins */
+		{ "ab|a", "ab", 2 },
+		{ "\\s+(?!\\S)", "   x", 2 },	/* backs off one space */
+		{ "\\p{N}{1,3}", "12345", 3 },
+		{ "[^a-c]+", "xyza", 3 },
+		{ "a$", "a", 1 },
+		{ "a$", "ab", -1 },
+		{ "(?:ab)+", "ababa", 4 },
+	};
+	uint32_t cps[16];
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct regex *re = regex_compile(cases[i].re);
+		size_t n = 0;
+		CHECK(re != NULL, "%s: %s", cases[i].re, llm_err());
+		if (!re)
+			continue;
+		for (const char *p = cases[i].text; *p; p++)
+			cps[n++] = (unsigned char)*p;
+		long e = regex_match_at(re, cps, n, 0);
+		CHECK(e == cases[i].end, "/%s/ on '%s': %ld, want %ld", cases[i].re, cases[i].text, e, cases[i].end);
+		regex_free(re);
+	}
+	CHECK(regex_compile("(a") == NULL, "unbalanced accepted");
+}
+
+/* A byte-level BPE vocabulary: the 256 byte stand-ins, a few merges, one control token. */
+static void
+write_bpe_vocab(const char *path, const char *pre)
+{
+	static const char *extra[] = { "he", "ll", "hell", "hello", "\xc4\xa0w", "or",
+	    "\xc4\xa0wor", "ld", "\xc4\xa0world", "el", "<|endoftext|>" };
+	static const char *merges[] = { "h e", "l l", "he ll", "hell o", "\xc4\xa0 w", "o r",
+	    "\xc4\xa0w or", "l d", "\xc4\xa0wor ld", "e l" };
+	const char *tokens[256 + 11];
+	char store[256][4];
+	int32_t types[256 + 11];
+	uint32_t next = 256;
+	struct ggufw *w = ggufw_new();
+	int b, i;
+
+	for (b = 0; b < 256; b++) {
+		uint32_t cp = ((b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae) ? (uint32_t)b : next++;
+		int n = utf8_encode(cp, store[b]);
+		store[b][n] = '\0';
+		tokens[b] = store[b];
+		types[b] = TT_NORMAL;
+	}
+	for (i = 0; i < 11; i++) {
+		tokens[256 + i] = extra[i];
+		types[256 + i] = i == 10 ? TT_CONTROL : TT_NORMAL;
+	}
+	ggufw_str(w, "general.architecture", "llama");
+	ggufw_str(w, "tokenizer.ggml.model", "gpt2");
+	ggufw_str(w, "tokenizer.ggml.pre", pre);
+	ggufw_str_arr(w, "tokenizer.ggml.tokens", tokens, 267);
+	ggufw_i32_arr(w, "tokenizer.ggml.token_type", types, 267);
+	ggufw_str_arr(w, "tokenizer.ggml.merges", merges, 10);
+	ggufw_u32(w, "tokenizer.ggml.eos_token_id", 266);
+	CHECK(ggufw_write(w, path, 3, 32) == 0, "write %s", path);
+	ggufw_free(w);
+}
+
+/* A SentencePiece vocabulary: specials, byte fallback, and scored pieces. */
+static void
+write_spm_vocab(const char *path)
+{
+	static const struct { const char *s; float score; } pieces[] = {
+		{ "\xe2\x96\x81", -1 }, { "h", -1 }, { "e", -1 }, { "l", -1 }, { "o", -1 },
+		{ "\xe2\x96\x81h", -2 }, { "ll", -3 }, { "\xe2\x96\x81he", -4 }, { "llo", -5 },
+		{ "\xe2\x96\x81hello", -6 }, { "\xe2\x96\x81\xe2\x96\x81", -7 },
+	};
+	enum { N = 3 + 256 + 11 };
+	const char *tokens[N];
+	char store[256][8];
+	float scores[N] = { 0 };
+	int32_t types[N];
+	struct ggufw *w = ggufw_new();
+	int i;
+
+	tokens[0] = "<unk>", types[0] = TT_UNKNOWN;
+	tokens[1] = "<s>", types[1] = TT_CONTROL;
+	tokens[2] = "</s>", types[2] = TT_CONTROL;
+	for (i = 0; i < 256; i++) {
+		snprintf(store[i], sizeof store[i], "<0x%02X>", i);
+		tokens[3 + i] = store[i];
+		types[3 + i] = TT_BYTE;
+	}
+	for (i = 0; i < 11; i++) {
+		tokens[259 + i] = pieces[i].s;
+		scores[259 + i] = pieces[i].score;
+		types[259 + i] = TT_NORMAL;
+	}
+	ggufw_str(w, "general.architecture", "llama");
+	ggufw_str(w, "tokenizer.ggml.model", "llama");
+	ggufw_str_arr(w, "tokenizer.ggml.tokens", tokens, N);
+	ggufw_f32_arr(w, "tokenizer.ggml.scores", scores, N);
+	ggufw_i32_arr(w, "tokenizer.ggml.token_type", types, N);
+	ggufw_u32(w, "tokenizer.ggml.bos_token_id", 1);
+	ggufw_u32(w, "tokenizer.ggml.eos_token_id", 2);
+	CHECK(ggufw_write(w, path, 3, 32) == 0, "write %s", path);
+	ggufw_free(w);
+}
+
+static int
+load_vocab(const char *path, struct gguf *g, struct tok *t)
+{
+	if (gguf_open(g, path) < 0 || tok_load(t, g) < 0) {
+		CHECK(0, "%s: %s", path, llm_err());
+		return -1;
+	}
+	return 0;
+}
+
+static void
+encodes_to(struct tok *t, const char *text, int special, const int *want, size_t n)
+{
+	struct ids got = { 0 };
+
+	tok_encode(t, text, strlen(text), special, &got);
+	CHECK(got.n == n && memcmp(got.v, want, n * sizeof *want) == 0,
+	    "'%s': %zu ids, want %zu (first %d)", text, got.n, n, got.n ? got.v[0] : -1);
+	ids_free(&got);
+}
+
+static const char *current_vocab = "";
+
+static void
+roundtrips(struct tok *t, const char *text, size_t len)
+{
+	struct ids ids = { 0 };
+	struct buf back = { 0 };
+
+	tok_encode(t, text, len, 0, &ids);
+	decode_all(t, ids.v, ids.n, &back);
+	if (back.n != len || memcmp(back.s ? back.s : "", text, len) != 0) {
+		CHECK(0, "round trip through %s changed the text:", current_vocab);
+		fprintf(stderr, "    in: ");
+		for (size_t i = 0; i < len; i++)
+			fprintf(stderr, "%02x", (unsigned char)text[i]);
+		fprintf(stderr, "\n    out:");
+		for (size_t i = 0; i < back.n; i++)
+			fprintf(stderr, "%02x", (unsigned char)back.s[i]);
+		fprintf(stderr, "\n");
+	}
+	ids_free(&ids);
+	buf_free(&back);
+}
+
+static void
+byte_level_bpe_merges_by_rank(void)
+{
+	char path[512];
+	struct gguf g;
+	struct tok t;
+	/* 'h' is byte 104, 'l' 108, '<' 60, '|' 124 */
+	const int hello_world[] = { 259, 264 }, hel[] = { 256, 108 };
+	const int eot_plain[] = { 259, 60, 124, 101, 110, 100, 111, 102, 116, 101, 120, 116, 124, 62 };
+	const int eot_special[] = { 259, 266 };
+
+	snprintf(path, sizeof path, "%s/bpe.gguf", tmpdir);
+	write_bpe_vocab(path, "gpt-2");
+	if (load_vocab(path, &g, &t) < 0)
+		return;
+	CHECK(t.model == TOK_BPE && !t.add_bos, "model %d add_bos %d", t.model, t.add_bos);
+	encodes_to(&t, "hello world", 0, hello_world, 2);
+	encodes_to(&t, "hel", 0, hel, 2);	/* "h e" ranks before "e l" */
+	encodes_to(&t, "hello<|endoftext|>", 0, eot_plain, 14);
+	encodes_to(&t, "hello<|endoftext|>", 1, eot_special, 2);
+	roundtrips(&t, "hello world \xe2\x82\xac\x01\xff\xfe", 17);	/* invalid UTF-8 included */
+	tok_free(&t);
+	gguf_close(&g);
+}
+
+static void
+unknown_pre_tokenizer_warns_and_uses_gpt2(void)
+{
+	char path[512];
+	struct gguf g;
+	struct tok t;
+
+	snprintf(path, sizeof path, "%s/bpe-unknown.gguf", tmpdir);
+	write_bpe_vocab(path, "martian");
+	if (load_vocab(path, &g, &t) < 0)
+		return;
+	CHECK(strstr(t.warning, "martian") != NULL, "warning '%s'", t.warning);
+	CHECK(strcmp(t.pre_name, "gpt-2") == 0, "pre %s", t.pre_name);
+	tok_free(&t);
+	gguf_close(&g);
+}
+
+static void
+sentencepiece_merges_by_score_with_byte_fallback(void)
+{
+	char path[512];
+	struct gguf g;
+	struct tok t;
+	const int hello[] = { 268 }, two[] = { 268, 259, 268 };	/* "▁h" outscores "▁▁" */
+	const int accent[] = { 264, 3 + 0xc3, 3 + 0xa9 };	/* "▁h", then é as bytes */
+	const int special[] = { 1, 268, 2 }, plain_s[] = { 259, 3 + '<', 3 + 's', 3 + '>' };
+
+	snprintf(path, sizeof path, "%s/spm.gguf", tmpdir);
+	write_spm_vocab(path);
+	if (load_vocab(path, &g, &t) < 0)
+		return;
+	CHECK(t.model == TOK_SPM && t.add_bos && t.add_space_prefix, "defaults");
+	encodes_to(&t, "hello", 0, hello, 1);
+	encodes_to(&t, "hello  hello", 0, two, 3);
+	encodes_to(&t, "h\xc3\xa9", 0, accent, 3);
+	encodes_to(&t, "<s>hello</s>", 1, special, 3);
+	encodes_to(&t, "<s>", 0, plain_s, 4);
+	roundtrips(&t, "hello h\xc3\xa9llo\n\xff", 12);
+	roundtrips(&t, " hello", 6);
+	tok_free(&t);
+	gguf_close(&g);
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint32_t
+rnd(uint32_t n)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return (uint32_t)(rng % n);
+}
+
+/* Random text: ASCII, spaces and newlines, Latin, CJK, emoji; never U+2581. */
+static size_t
+random_text(char *out, const struct tok *t)
+{
+	static const uint32_t ranges[][2] = { { 'a', 'z' }, { ' ', ' ' }, { '\n', '\n' },
+	    { '!', '@' }, { 0xc0, 0x17f }, { 0x4e00, 0x4e80 }, { 0x1f600, 0x1f64f }, { '0', '9' },
+	    { 0x3b1, 0x3c9 }, { '\t', '\t' } };
+	size_t n = 0;
+	int k, len = 1 + (int)rnd(60);
+
+	for (k = 0; k < len; k++) {
+		if (t && rnd(8) == 0) {
+			int b;
+			/* a stray byte, one the vocabulary can encode */
+			while (t->byte_id[b = 0x80 + (int)rnd(128)] < 0)
+				;
+			out[n++] = (char)b;
+			continue;
+		}
+		const uint32_t *r = ranges[rnd(10)];
+		n += (size_t)utf8_encode(r[0] + rnd(r[1] - r[0] + 1), out + n);
+	}
+	return n;
+}
+
+static void
+random_text_round_trips(void)
+{
+	static const char *names[] = { "ggml-vocab-gpt-2.gguf", "ggml-vocab-starcoder.gguf",
+	    "ggml-vocab-llama-spm.gguf", NULL, NULL };
+	char path[512], text[512];
+	int v, i;
+
+	for (v = 0; v < 5; v++) {
+		struct gguf g;
+		struct tok t;
+
+		if (v < 3)
+			snprintf(path, sizeof path, "%s/vocab/%s", shared, names[v]);
+		else
+			snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, v == 3 ? "bpe" : "spm");
+		if (v == 3)
+			write_bpe_vocab(path, "llama3");
+		if (v == 4)
+			write_spm_vocab(path);
+		if (gguf_open(&g, path) < 0)
+			continue;	/* ../shared absent: our own vocabularies still run */
+		current_vocab = path;
+		CHECK(tok_load(&t, &g) == 0, "%s", llm_err());
+		for (i = 0; i < 300; i++) {
+			size_t n = random_text(text, NULL);
+			roundtrips(&t, text, n);
+		}
+		for (i = 0; i < 100; i++) {
+			size_t n = random_text(text, &t);	/* invalid UTF-8: no crash, bytes kept */
+			roundtrips(&t, text, n);
+		}
+		/* Every byte either round-trips or, having no token at all, is dropped. */
+		for (i = 0; i < 256; i++) {
+			struct ids ids = { 0 };
+			char c = (char)i;
+			tok_encode(&t, &c, 1, 0, &ids);
+			if (t.byte_id[i] >= 0 || t.model == TOK_SPM)
+				roundtrips(&t, &c, 1);
+			else
+				CHECK(ids.n == 0, "%s: byte %02x gave %zu ids", path, i, ids.n);
+			ids_free(&ids);
+		}
+		tok_free(&t);
+		gguf_close(&g);
+	}
+}
+
+static void
+decoder_holds_back_split_characters(void)
+{
+	char path[512];
+	struct gguf g;
+	struct tok t;
+	struct tok_decoder d;
+	struct buf out = { 0 };
+
+	snprintf(path, sizeof path, "%s/spm.gguf", tmpdir);
+	write_spm_vocab(path);
+	if (load_vocab(path, &g, &t) < 0)
+		return;
+	tok_decoder_init(&d, &t, 0);
+	tok_decode(&d, 268, &out);		/* "▁hello": the leading space goes */
+	CHECK(out.n == 5 && memcmp(out.s, "hello", 5) == 0, "'%.*s'", (int)out.n, out.s);
+	tok_decode(&d, 3 + 0xe2, &out);		/* first byte of "€" */
+	tok_decode(&d, 3 + 0x82, &out);
+	CHECK(out.n == 5, "a partial character was written (%zu bytes)", out.n);
+	tok_decode(&d, 3 + 0xac, &out);
+	CHECK(out.n == 8 && memcmp(out.s + 5, "\xe2\x82\xac", 3) == 0, "%zu bytes", out.n);
+	tok_decode(&d, 3 + 0xe2, &out);		/* a dangling byte comes out at the end */
+	tok_decode_finish(&d, &out);
+	CHECK(out.n == 9, "%zu bytes after finish", out.n);
+	tok_decode(&d, 1, &out);		/* control tokens are silent */
+	buf_free(&out);
+	tok_free(&t);
+	gguf_close(&g);
+}
+
 int
 main(void)
 {
@@ -150,5 +544,12 @@ main(void)
 	TEST(starcoder_reference_vectors);
 	TEST(llama_spm_reference_vectors);
 	TEST(llama_spm_word_split_changes_nothing);
+	TEST(pretokenizers_split_like_their_upstream_regexes);
+	TEST(regex_matcher_basics);
+	TEST(byte_level_bpe_merges_by_rank);
+	TEST(unknown_pre_tokenizer_warns_and_uses_gpt2);
+	TEST(sentencepiece_merges_by_score_with_byte_fallback);
+	TEST(random_text_round_trips);
+	TEST(decoder_holds_back_split_characters);
 	CHECK_EXIT();
 }

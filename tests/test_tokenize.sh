@@ -1,0 +1,121 @@
+#!/bin/sh
+# llm-tokenize from the command line.
+. tests/lib.sh
+T="$BIN/llm-tokenize"
+SPM="$SHARED/vocab/ggml-vocab-llama-spm.gguf"
+STAR="$SHARED/vocab/ggml-vocab-starcoder.gguf"
+STORIES="$SHARED/models/stories260K.gguf"
+
+need() { [ -f "$1" ] || { echo "skip: $1 not present"; return 77; }; }
+
+stories260K_prompt_matches_reference_ids() {
+	need "$STORIES" || return 77
+	want=$(sed -n 's/^prompt_ids\t//p' "$SHARED/models/stories260K.ref")
+	got=$("$T" -m "$STORIES" 'Once upon a time' | tr '\n' ' ' | sed 's/ $//')
+	[ "$got" = "$want" ] || fail "got '$got', want '$want'"
+}
+
+arguments_join_with_spaces_and_stdin_is_read_whole() {
+	m=$(tiny f32)
+	a=$("$T" -m "$m" 'the day' 'was' | tr '\n' ' ')
+	b=$(printf 'the day was' | "$T" -m "$m" | tr '\n' ' ')
+	[ "$a" = "$b" ] || fail "args '$a' vs stdin '$b'"
+	c=$(printf 'the day\nwas' | "$T" -m "$m" | tr '\n' ' ')
+	[ "$a" != "$c" ] || fail "the newline was lost"
+}
+
+bos_and_eos_follow_the_model_and_the_flags() {
+	need "$SPM" || return 77
+	[ "$("$T" -m "$SPM" hi | head -n 1)" = 1 ] || fail "SentencePiece adds BOS by default"
+	[ "$("$T" -m "$SPM" --no-bos hi | head -n 1)" != 1 ] || fail "--no-bos"
+	[ "$("$T" -m "$SPM" --eos hi | tail -n 1)" = 2 ] || fail "--eos"
+	need "$STAR" || return 77
+	[ "$("$T" -m "$STAR" hi | wc -l)" -eq 1 ] || fail "BPE adds no BOS by default"
+	[ "$("$T" -m "$STAR" --bos hi | head -n 1)" = 0 ] || fail "--bos"
+}
+
+special_tokens_parse_only_with_special() {
+	need "$STAR" || return 77
+	[ "$("$T" -m "$STAR" --special '<fim_prefix>x' | tr '\n' ' ')" = "1 125 " ] ||
+		fail "with --special: $("$T" -m "$STAR" --special '<fim_prefix>x' | tr '\n' ' ')"
+	[ "$("$T" -m "$STAR" '<fim_prefix>x' | wc -l)" -gt 2 ] || fail "without --special it is text"
+	# The text of a control token comes back only with -d --special.
+	[ "$(echo 1 125 | "$T" -m "$STAR" -d)" = "x" ] || fail "-d shows a control token"
+	[ "$(echo 1 125 | "$T" -m "$STAR" -d --special)" = "<fim_prefix>x" ] || fail "-d --special"
+}
+
+decode_round_trips_text() {
+	need "$SPM" || return 77
+	printf 'Hello, world!\n  indented \xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n' >"$TMP/text"
+	"$T" -m "$SPM" <"$TMP/text" | "$T" -m "$SPM" -d >"$TMP/back" || return 1
+	cmp "$TMP/text" "$TMP/back" || fail "text changed"
+	need "$STAR" || return 77
+	"$T" -m "$STAR" <"$TMP/text" | "$T" -m "$STAR" -d | cmp - "$TMP/text" || fail "starcoder"
+}
+
+invalid_utf8_does_not_crash() {
+	m=$(tiny f32)
+	printf 'a\377\376b\300' >"$TMP/bad"
+	"$T" -m "$m" <"$TMP/bad" >"$TMP/ids" || fail "exit $?"
+	"$T" -m "$m" -d <"$TMP/ids" | cmp - "$TMP/bad" || fail "bytes not kept"
+}
+
+decode_rejects_bad_ids_by_name() {
+	m=$(tiny f32)
+	echo "5 99999" | "$T" -m "$m" -d >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "accepted"
+	grep -q "^llm-tokenize: stdin: token 1 ('99999'): id out of range" "$TMP/err" || fail "$(cat "$TMP/err")"
+	echo "5 x" | "$T" -m "$m" -d >/dev/null 2>&1
+	[ $? -eq 1 ] || fail "non-numeric accepted"
+}
+
+decode_streams_before_input_ends() {
+	need "$SPM" || return 77
+	rm -f "$TMP/fifo" "$TMP/stream"
+	mkfifo "$TMP/fifo" || return 1
+	"$T" -m "$SPM" -d <"$TMP/fifo" >"$TMP/stream" &
+	pid=$!
+	exec 3>"$TMP/fifo"
+	# "▁Hello" then the first two bytes of "€": only "Hello" may appear.
+	echo "15043 229 133" >&3
+	i=0
+	while [ ! -s "$TMP/stream" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	out=$(cat "$TMP/stream")
+	echo 175 >&3	# the last byte of "€"
+	exec 3>&-
+	wait $pid
+	[ "$out" = "Hello" ] || fail "while input was open: '$out'"
+	[ "$(cat "$TMP/stream")" = "Hello€" ] || fail "at the end: '$(cat "$TMP/stream")'"
+}
+
+vocab_lists_every_token() {
+	need "$SPM" || return 77
+	"$T" -m "$SPM" --vocab >"$TMP/vocab" || return 1
+	[ "$(wc -l <"$TMP/vocab")" -eq 32000 ] || fail "$(wc -l <"$TMP/vocab") lines"
+	[ "$(sed -n 2p "$TMP/vocab")" = "$(printf '1\tcontrol\t<s>')" ] || fail "line 2: $(sed -n 2p "$TMP/vocab")"
+	[ "$(sed -n 4p "$TMP/vocab")" = "$(printf '3\tbyte\t<0x00>')" ] || fail "line 4"
+	awk -F'\t' 'NF != 3 { exit 1 }' "$TMP/vocab" || fail "a line without three fields"
+}
+
+usage_and_errors() {
+	"$T" -h | grep -q '^usage: llm-tokenize -m MODEL' || fail "-h"
+	"$T" 2>/dev/null; [ $? -eq 2 ] || fail "no -m"
+	"$T" -m x -d extra 2>/dev/null; [ $? -eq 2 ] || fail "-d with text"
+	"$T" -m "$TMP/none" hi 2>"$TMP/err"; [ $? -eq 1 ] || fail "missing file"
+	grep -q "^llm-tokenize: $TMP/none: No such file or directory$" "$TMP/err" || fail "$(cat "$TMP/err")"
+	# A GGUF with no tokenizer in it
+	printf 'GGUF\003\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' >"$TMP/empty.gguf"
+	"$T" -m "$TMP/empty.gguf" hi 2>"$TMP/err"; [ $? -eq 1 ] || fail "no tokenizer accepted"
+	grep -q "tokenizer.ggml.model is missing" "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
+t stories260K_prompt_matches_reference_ids
+t arguments_join_with_spaces_and_stdin_is_read_whole
+t bos_and_eos_follow_the_model_and_the_flags
+t special_tokens_parse_only_with_special
+t decode_round_trips_text
+t invalid_utf8_does_not_crash
+t decode_rejects_bad_ids_by_name
+t decode_streams_before_input_ends
+t vocab_lists_every_token
+t usage_and_errors
