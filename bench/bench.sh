@@ -54,3 +54,24 @@ echo ']}' >>bench/results.json
 rm -f "$TMP/bw.$$"
 echo "bound/s = measured read bandwidth / weight bytes read per token; rss prealloc = the same run with --kv-prealloc"
 echo "written: bench/results.json"
+
+# Tokenizer throughput on 1 MB of mixed English and code (this project's
+# own sources and pages), for the vocabularies ../shared provides.
+echo
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
+	cat README.md lib/*.c man/*
+done | head -c 1048576 >"$TMP/text-1mb"
+for v in starcoder llama-spm; do
+	f=../shared/vocab/ggml-vocab-$v.gguf
+	if [ ! -f "$f" ]; then
+		echo "tokenizer $v: skipped, $f not present"
+		continue
+	fi
+	awk -v f="$f" -v t="$TMP/text-1mb" 'BEGIN {
+		cmd = "date +%s.%N"
+		cmd | getline t0; close(cmd)
+		system("cmd/llm-tokenize -m " f " <" t " >/dev/null")
+		cmd | getline t1; close(cmd)
+		printf "tokenizer %-10s %6.1f MB/s (1 MB, including loading the vocabulary)\n", "'$v'", 1.048576 / (t1 - t0)
+	}'
+done

@@ -5,13 +5,14 @@
 set -eu
 cd "$(dirname "$0")/.."
 bin=cmd
-mkdir -p tests/tmp
+tmp=tests/tmp
+mkdir -p $tmp
 model=${LLM_MODEL:-}
 random=0
 if [ -z "$model" ]; then
 	model=../shared/models/stories260K.gguf
 	if [ ! -f "$model" ]; then
-		model=tests/tmp/demo-random.gguf
+		model=$tmp/demo-random.gguf
 		tests/mkmodel -t q8_0 -o "$model"
 		random=1
 	fi
@@ -20,20 +21,18 @@ prompt=${LLM_PROMPT:-Once upon a time}
 
 echo "model:  $model"
 if [ $random -eq 1 ]; then
-	echo "note:   no real model was found, so this is a random model: the text is random too."
+	echo "note:   no real model was found, so this one has random weights and the text is random too."
 	echo "        Set LLM_MODEL to a Llama GGUF (SmolLM2, TinyLlama, TinyStories) for a real one."
 fi
 echo "prompt: $prompt"
 echo
-if [ -x $bin/llm-tokenize ]; then
-	$bin/llm-tokenize -m "$model" "$prompt" >tests/tmp/demo-prompt
-	printf '%s' "$prompt"
-	$bin/llm-decode -m "$model" -n 200 --greedy --stats <tests/tmp/demo-prompt 2>tests/tmp/demo-stats |
-		$bin/llm-tokenize -m "$model" -d
-	echo
-else
-	echo 1 | $bin/llm-decode -m "$model" -n 64 --greedy --stats 2>tests/tmp/demo-stats | tr '\n' ' '
-	echo
-fi
+# The prompt's ids go first through the detokenizer, so the text reads on;
+# the generated ids follow as llm-decode writes them.
+$bin/llm-tokenize -m "$model" "$prompt" >$tmp/demo-prompt
+{
+	cat $tmp/demo-prompt
+	$bin/llm-decode -m "$model" -n 200 --greedy --stats <$tmp/demo-prompt 2>$tmp/demo-stats
+} | $bin/llm-tokenize -m "$model" -d
 echo
-cat tests/tmp/demo-stats
+echo
+cat $tmp/demo-stats

@@ -381,6 +381,31 @@ byte_level_bpe_merges_by_rank(void)
 }
 
 static void
+every_pre_tokenizer_encodes_with_a_small_vocabulary(void)
+{
+	static const char *names[] = { "default", "gpt-2", "mpt", "gpt-neox", "starcoder",
+	    "smollm", "refact", "llama3", "llama-bpe", "qwen2", "falcon", "deepseek-llm",
+	    "deepseek-coder" };
+	const int hello_world[] = { 259, 264 };
+	char path[512];
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		struct gguf g;
+		struct tok t;
+
+		snprintf(path, sizeof path, "%s/bpe-%s.gguf", tmpdir, names[i]);
+		write_bpe_vocab(path, names[i]);
+		if (load_vocab(path, &g, &t) < 0)
+			continue;
+		CHECK(strcmp(t.pre_name, names[i]) == 0 && !t.warning[0], "%s: %s", names[i], t.warning);
+		encodes_to(&t, "hello world", 0, hello_world, 2);
+		roundtrips(&t, "hello world 2024, x+y\n\n\t\xe4\xb8\xad!", 28);
+		tok_free(&t);
+		gguf_close(&g);
+	}
+}
+
+static void
 unknown_pre_tokenizer_warns_and_uses_gpt2(void)
 {
 	char path[512];
@@ -547,6 +572,7 @@ main(void)
 	TEST(pretokenizers_split_like_their_upstream_regexes);
 	TEST(regex_matcher_basics);
 	TEST(byte_level_bpe_merges_by_rank);
+	TEST(every_pre_tokenizer_encodes_with_a_small_vocabulary);
 	TEST(unknown_pre_tokenizer_warns_and_uses_gpt2);
 	TEST(sentencepiece_merges_by_score_with_byte_fallback);
 	TEST(random_text_round_trips);
