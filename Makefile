@@ -5,14 +5,17 @@
 include config.mk
 
 LIBSRC = lib/gguf.c lib/kv.c lib/model.c lib/pool.c lib/pretok.c lib/quant.c lib/sample.c \
+	lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
 LIBHDR = lib/gguf.h lib/kv.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+	lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
 LIB = lib/libllm.a
 
-BIN = cmd/llm-decode cmd/llm-tokenize
-MAN1 = man/llm-decode.1 man/llm-tokenize.1
+BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump
+MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1
+MAN5 = man/llm-kv.5
 
 TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
@@ -37,6 +40,8 @@ $(BIN): $(LIB)
 
 cmd/llm-decode: cmd/llm-decode.o
 cmd/llm-tokenize: cmd/llm-tokenize.o
+cmd/llm-kvstat: cmd/llm-kvstat.o
+cmd/llm-kvdump: cmd/llm-kvdump.o
 
 $(TESTBIN): $(TESTLIBOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $@.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
@@ -60,13 +65,15 @@ demo: all tests/mkmodel
 	sh examples/demo.sh
 
 install: all
-	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANPREFIX)/man1
+	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5
 	cp -f $(BIN) $(DESTDIR)$(PREFIX)/bin
 	cp -f $(MAN1) $(DESTDIR)$(MANPREFIX)/man1
+	cp -f $(MAN5) $(DESTDIR)$(MANPREFIX)/man5
 
 uninstall:
 	for f in $(BIN); do rm -f $(DESTDIR)$(PREFIX)/bin/$${f#cmd/}; done
 	for f in $(MAN1); do rm -f $(DESTDIR)$(MANPREFIX)/man1/$${f#man/}; done
+	for f in $(MAN5); do rm -f $(DESTDIR)$(MANPREFIX)/man5/$${f#man/}; done
 
 clean:
 	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TESTBIN) $(TESTBIN:=.o) \

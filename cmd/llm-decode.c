@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "../lib/model.h"
 #include "../lib/pool.h"
 #include "../lib/sample.h"
+#include "../lib/snapshot.h"
 #include "../lib/tokstream.h"
 #include "../lib/util.h"
 
@@ -21,7 +23,8 @@ usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P --seed S]\n"
-	    "       [--ignore-eos] [--kv-prealloc] [--score] [--stats] [--stats-json]\n",
+	    "       [--ignore-eos] [--kv-prealloc] [--kv-in FILE] [--kv-out FILE] [--score]\n"
+	    "       [--stats] [--stats-json]\n",
 	    argv0);
 	exit(status);
 }
@@ -56,7 +59,8 @@ struct run {
 	struct model m;
 	struct kv kv;
 	const char *model_path;
-	int n_prompt, n_gen;
+	int *fed;		/* the token at each position of the cache */
+	int n_prompt, n_gen, reused, computed;
 	double t_start, t_prefill, t_first, t_end;
 	uint64_t seed;
 	int threads;
@@ -68,15 +72,15 @@ print_stats(const struct run *r, int human, int json)
 	double prefill = r->t_prefill - r->t_start;
 	double decode = r->t_end - r->t_first;
 	double ttft = r->n_gen ? (r->t_first - r->t_start) * 1e3 : 0;
-	double prefill_tps = prefill > 0 ? r->n_prompt / prefill : 0;
+	double prefill_tps = prefill > 0 ? (r->n_prompt - r->reused) / prefill : 0;
 	double decode_tps = r->n_gen > 1 && decode > 0 ? (r->n_gen - 1) / decode : 0;
 	struct json j;
 
 	if (human)
 		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, "
-		    "ttft %.1f ms\n%s: kv %zu bytes (%d of %d positions allocated), "
+		    "ttft %.1f ms, %d tokens reused from a snapshot\n%s: kv %zu bytes (%d of %d positions allocated), "
 		    "peak rss %zu bytes, %d threads, seed %llu\n",
-		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft,
+		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft, r->reused,
 		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx,
 		    peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
 	if (json) {
@@ -89,6 +93,8 @@ print_stats(const struct run *r, int human, int json)
 		json_int(&j, "kv_bytes", (long long)kv_bytes(&r->kv));
 		json_int(&j, "kv_capacity", r->kv.cap);
 		json_int(&j, "max_ctx", r->kv.max_ctx);
+		json_int(&j, "reused_tokens", r->reused);
+		json_int(&j, "computed_tokens", r->computed);
 		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
 		json_int(&j, "weight_bytes", (long long)model_weight_bytes(&r->m));
 		json_int(&j, "threads", r->threads);
@@ -108,6 +114,7 @@ score(struct run *r, const int *ids, int n)
 		logits = model_forward(&r->m, &r->kv, ids[i], i, 1, &err);
 		if (err)
 			die(1, "%s: %s", r->model_path, llm_err());
+		r->computed++;
 		double lp = log_prob(logits, r->m.c.vocab_size, ids[i + 1]);
 		nll -= lp;
 		if (printf("%.6f\n", lp) < 0)
@@ -119,11 +126,66 @@ score(struct run *r, const int *ids, int n)
 	    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
 }
 
+/* Resume: reuse the longest common prefix of the snapshot and the prompt. */
+static void
+resume(struct run *r, const char *path, const int *ids, int n_ids)
+{
+	const struct model_config *c = &r->m.c;
+	struct snapshot snap;
+	uint8_t fp[32];
+	uint32_t lcp = 0;
+
+	if (snapshot_open(&snap, path) < 0)
+		die(1, "%s: %s", path, llm_err());
+	if (snap.meta.n_layers != (uint32_t)c->n_layers || snap.meta.kv_dim != (uint32_t)c->kv_dim ||
+	    snap.meta.head_dim != (uint32_t)c->head_dim)
+		die(1, "%s: snapshot shape (%u layers, kv_dim %u) does not match the model's "
+		    "(%d layers, kv_dim %d)", path, snap.meta.n_layers, snap.meta.kv_dim,
+		    c->n_layers, c->kv_dim);
+	if (snap.meta.rope_dim != (uint32_t)c->rope_dim || snap.meta.rope_base != c->rope_base)
+		die(1, "%s: snapshot RoPE (dim %u, base %g) does not match the model's (dim %d, base %g)",
+		    path, snap.meta.rope_dim, snap.meta.rope_base, c->rope_dim, c->rope_base);
+	model_fingerprint(&r->m, fp);
+	if (memcmp(fp, snap.meta.fingerprint, 32) != 0)
+		die(1, "%s: snapshot was made with a different model (fingerprint %02x%02x%02x%02x..., "
+		    "this model %02x%02x%02x%02x...)", path, snap.meta.fingerprint[0],
+		    snap.meta.fingerprint[1], snap.meta.fingerprint[2], snap.meta.fingerprint[3],
+		    fp[0], fp[1], fp[2], fp[3]);
+	while (lcp < snap.n_pos && lcp < (uint32_t)n_ids && snapshot_token(&snap, lcp) == (uint32_t)ids[lcp])
+		lcp++;
+	/* The last prompt token always runs: its logits are not in the file. */
+	if (lcp == (uint32_t)n_ids)
+		lcp--;
+	if (snapshot_load(&snap, &r->kv, lcp) < 0)
+		die(1, "%s: %s", path, llm_err());
+	snapshot_close(&snap);
+	r->reused = (int)lcp;
+}
+
+static int
+save(struct run *r, const char *path)
+{
+	const struct model_config *c = &r->m.c;
+	struct snap_meta meta = {
+		.n_layers = (uint32_t)c->n_layers, .n_kv_heads = (uint32_t)c->n_kv_heads,
+		.head_dim = (uint32_t)c->head_dim, .kv_dim = (uint32_t)c->kv_dim,
+		.max_ctx = (uint32_t)r->kv.max_ctx, .rope_dim = (uint32_t)c->rope_dim,
+		.rope_base = c->rope_base,
+	};
+
+	model_fingerprint(&r->m, meta.fingerprint);
+	if (snapshot_write(path, &meta, &r->kv, r->fed, r->kv.seq_len) < 0) {
+		warnx_("%s: %s", path, llm_err());
+		return -1;
+	}
+	return 0;
+}
+
 int
 main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
-		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON };
+		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -133,6 +195,8 @@ main(int argc, char *argv[])
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
+		{ "kv-in", required_argument, NULL, O_KV_IN },
+		{ "kv-out", required_argument, NULL, O_KV_OUT },
 		{ "score", no_argument, NULL, O_SCORE },
 		{ "stats", no_argument, NULL, O_STATS },
 		{ "stats-json", no_argument, NULL, O_STATS_JSON },
@@ -143,6 +207,7 @@ main(int argc, char *argv[])
 	struct tokstream ts;
 	struct sampler smp;
 	struct pool *pool;
+	const char *kv_in = NULL, *kv_out = NULL;
 	float temp = 0.8f, top_p = 0.95f, *logits;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, stats = 0, stats_json = 0, seed_set = 0;
@@ -166,6 +231,8 @@ main(int argc, char *argv[])
 			break;
 		case O_IGNORE_EOS: ignore_eos = 1; break;
 		case O_PREALLOC: prealloc = 1; break;
+		case O_KV_IN: kv_in = optarg; break;
+		case O_KV_OUT: kv_out = optarg; break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: stats = 1; break;
 		case O_STATS_JSON: stats_json = 1; break;
@@ -175,6 +242,10 @@ main(int argc, char *argv[])
 	}
 	if (optind != argc || !r.model_path)
 		usage(2);
+	if (do_score && kv_in)
+		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
+	/* A write past a file size limit must fail with EFBIG, not kill us. */
+	signal(SIGXFSZ, SIG_IGN);
 	if (!seed_set)
 		r.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
@@ -202,20 +273,25 @@ main(int argc, char *argv[])
 	if (n_ids > r.kv.max_ctx)
 		die(1, "stdin: %d prompt tokens do not fit max_ctx %d", n_ids, r.kv.max_ctx);
 	r.n_prompt = n_ids;
+	r.fed = xmalloc(((size_t)n_ids + (size_t)n_predict + 1) * sizeof *r.fed);
+	memcpy(r.fed, ids, (size_t)n_ids * sizeof *ids);
 
 	r.t_start = now_seconds();
 	if (do_score) {
 		score(&r, ids, n_ids);
 		r.t_prefill = r.t_first = r.t_end = now_seconds();
 		print_stats(&r, stats, stats_json);
-		return 0;
+		return kv_out && save(&r, kv_out) < 0 ? 1 : 0;
 	}
+	if (kv_in)
+		resume(&r, kv_in, ids, n_ids);
 
 	logits = NULL;
-	for (i = 0; i < n_ids; i++) {
+	for (i = r.reused; i < n_ids; i++) {
 		logits = model_forward(&r.m, &r.kv, ids[i], i, i == n_ids - 1, &err);
 		if (err)
 			die(1, "%s: %s", r.model_path, llm_err());
+		r.computed++;
 	}
 	r.t_prefill = r.t_first = r.t_end = now_seconds();
 
@@ -233,15 +309,22 @@ main(int argc, char *argv[])
 			break;
 		logits = model_forward(&r.m, &r.kv, next, pos, 1, &err);
 		if (err) {
-			/* Everything generated so far is already on stdout. */
+			/* Everything generated so far is already on stdout, and saved. */
 			print_stats(&r, stats, stats_json);
+			if (kv_out)
+				save(&r, kv_out);
 			die(1, "%s after %d generated tokens", llm_err(), r.n_gen);
 		}
+		r.fed[pos] = next;
+		r.computed++;
 	}
 	r.t_end = now_seconds();
 	print_stats(&r, stats, stats_json);
+	if (kv_out && save(&r, kv_out) < 0)
+		return 1;
 
 	sampler_free(&smp);
+	free(r.fed);
 	free(ids);
 	kv_free(&r.kv);
 	model_free(&r.m);

@@ -11,6 +11,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
+#include "sha256.h"
 #include "util.h"
 
 /* ---- loading ---- */
@@ -283,6 +284,56 @@ model_weight_bytes(const struct model *m)
 	/* One embedding row, the final norm and the whole output matrix. */
 	return n + m->token_embd.row_bytes + (uint64_t)c->dim * sizeof(float) +
 	    (uint64_t)m->output.rows * m->output.row_bytes;
+}
+
+void
+model_fingerprint(const struct model *m, uint8_t out[32])
+{
+	const struct model_config *c = &m->c;
+	const struct gguf_kv *vocab = gguf_find_kv(&m->gguf, "tokenizer.ggml.tokens");
+	uint32_t v[9] = { (uint32_t)c->dim, (uint32_t)c->n_layers, (uint32_t)c->n_heads,
+		(uint32_t)c->n_kv_heads, (uint32_t)c->head_dim, (uint32_t)c->ffn_dim,
+		(uint32_t)c->vocab_size, (uint32_t)c->context_length, (uint32_t)c->rope_dim };
+	struct sha256 h;
+	uint64_t i, n;
+	int d;
+
+	sha256_init(&h);
+	sha256_update(&h, "llm-fingerprint1", 16);
+	sha256_update(&h, v, sizeof v);
+	sha256_update(&h, &c->rope_base, 4);
+	sha256_update(&h, &c->rms_eps, 4);
+	for (i = 0; i < m->gguf.n_tensors; i++) {
+		const struct gguf_tensor *t = &m->gguf.tensors[i];
+		const uint8_t *data = t->data;
+		uint32_t nd = (uint32_t)t->n_dims;
+
+		n = strlen(t->name);
+		sha256_update(&h, &n, 8);
+		sha256_update(&h, t->name, n);
+		sha256_update(&h, &t->type, 4);
+		sha256_update(&h, &nd, 4);
+		for (d = 0; d < t->n_dims; d++)
+			sha256_update(&h, &t->ne[d], 8);
+		/* A sample of the weights tells a fine-tune from its base model. */
+		if (t->nbytes < 768) {
+			sha256_update(&h, data, t->nbytes);
+		} else {
+			sha256_update(&h, data, 256);
+			sha256_update(&h, data + t->nbytes / 2 / 256 * 256, 256);
+			sha256_update(&h, data + t->nbytes - 256, 256);
+		}
+	}
+	if (vocab && vocab->type == GGUF_ARRAY) {
+		/* The raw array: element type, count, then the strings. */
+		const uint8_t *p = vocab->data + 12;
+		for (i = 0; i < vocab->arr_n; i++) {
+			memcpy(&n, p, 8);
+			p += 8 + n;
+		}
+		sha256_update(&h, vocab->data, (size_t)(p - vocab->data));
+	}
+	sha256_final(&h, out);
 }
 
 /* ---- the math ---- */

@@ -69,6 +69,9 @@ void model_set_pool(struct model *m, struct pool *pool);
 float *model_forward(struct model *m, struct kv *kv, int token, int pos,
     int want_logits, int *err);
 
+/* The SHA-256 model fingerprint of llm-kv(5). */
+void model_fingerprint(const struct model *m, uint8_t out[32]);
+
 /* Weight bytes a decode step reads (for the bandwidth bound). */
 uint64_t model_weight_bytes(const struct model *m);
 

@@ -1,0 +1,271 @@
+/* llm-kvstat: summary and per-layer statistics of a KV snapshot. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/snapshot.h"
+#include "../lib/util.h"
+
+struct stat_row {
+	float min, max;
+	double mean_abs, rms;
+	uint32_t top_channel;	/* the channel with the largest mean |x| */
+	double top_mean_abs;
+};
+
+static void
+usage(int status)
+{
+	fprintf(status ? stderr : stdout, "usage: %s [--json] [--svg OUT.svg] [--layer L] FILE\n", argv0);
+	exit(status);
+}
+
+static void
+block_stats(const float *x, uint32_t n_pos, uint32_t dim, double *chan, struct stat_row *st)
+{
+	double sum_abs = 0, sum_sq = 0;
+	uint64_t i, n = (uint64_t)n_pos * dim;
+	uint32_t p, d;
+
+	st->min = INFINITY;
+	st->max = -INFINITY;
+	memset(chan, 0, dim * sizeof *chan);
+	for (p = 0; p < n_pos; p++) {
+		const float *row = x + (uint64_t)p * dim;
+		for (d = 0; d < dim; d++) {
+			float v = row[d];
+			st->min = v < st->min ? v : st->min;
+			st->max = v > st->max ? v : st->max;
+			sum_abs += fabsf(v);
+			sum_sq += (double)v * v;
+			chan[d] += fabsf(v);
+		}
+	}
+	st->mean_abs = n ? sum_abs / n : 0;
+	st->rms = n ? sqrt(sum_sq / n) : 0;
+	st->top_channel = 0;
+	for (i = 1; i < dim; i++)
+		if (chan[i] > chan[st->top_channel])
+			st->top_channel = (uint32_t)i;
+	st->top_mean_abs = n_pos ? chan[st->top_channel] / n_pos : 0;
+	if (n == 0)
+		st->min = st->max = 0;
+}
+
+static void
+hex(const uint8_t *p, size_t n, char *out)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+/* ---- SVG: layers by positions, colour = L2 norm of each row ---- */
+
+static void
+colour(double t, int *r, int *g, int *b)
+{
+	/* A perceptual dark-blue to yellow ramp (viridis-like) in five stops. */
+	static const double stops[5][3] = { { 68, 1, 84 }, { 59, 82, 139 }, { 33, 145, 140 },
+		{ 94, 201, 98 }, { 253, 231, 37 } };
+	double x = (t < 0 ? 0 : t > 1 ? 1 : t) * 4;
+	int i = x >= 4 ? 3 : (int)x;
+	double f = x - i;
+
+	*r = (int)(stops[i][0] + f * (stops[i + 1][0] - stops[i][0]));
+	*g = (int)(stops[i][1] + f * (stops[i + 1][1] - stops[i][1]));
+	*b = (int)(stops[i][2] + f * (stops[i + 1][2] - stops[i][2]));
+}
+
+static void
+write_svg(const struct snapshot *s, const char *path, const char *name)
+{
+	enum { CELL_W_MAX = 4, COLS_MAX = 512, ROW_H = 10, LEFT = 60, TOP = 40, PANEL_GAP = 70 };
+	uint32_t L = s->meta.n_layers, P = s->n_pos, cols = P < COLS_MAX ? P : COLS_MAX;
+	double *norm[2], lo[2], hi[2];
+	double cell_w = cols ? (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols) : 1;
+	double panel_w = cols * (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols);
+	int height = TOP + 2 * ((int)L * ROW_H + PANEL_GAP) + 20, width = LEFT + (int)panel_w + 120;
+	FILE *fp;
+	uint32_t l, c, p, d;
+	int w, r, g, b;
+
+	if (cols == 0)
+		cols = 1, panel_w = 40;
+	if (!(fp = fopen(path, "w")))
+		die(1, "%s:", path);
+	for (w = 0; w < 2; w++) {
+		norm[w] = xcalloc((size_t)L * cols, sizeof(double));
+		lo[w] = INFINITY, hi[w] = -INFINITY;
+		for (l = 0; l < L; l++) {
+			const float *x = snapshot_block(s, l, w);
+			for (c = 0; c < cols && P > 0; c++) {
+				/* Positions are binned when there are more than COLS_MAX. */
+				uint32_t p0 = (uint32_t)((uint64_t)c * P / cols), p1 = (uint32_t)((uint64_t)(c + 1) * P / cols);
+				double acc = 0;
+				for (p = p0; p < p1; p++) {
+					double ss = 0;
+					for (d = 0; d < s->meta.kv_dim; d++)
+						ss += (double)x[(uint64_t)p * s->meta.kv_dim + d] * x[(uint64_t)p * s->meta.kv_dim + d];
+					acc += sqrt(ss);
+				}
+				norm[w][(size_t)l * cols + c] = acc / (p1 - p0);
+				lo[w] = fmin(lo[w], acc / (p1 - p0));
+				hi[w] = fmax(hi[w], acc / (p1 - p0));
+			}
+		}
+		if (!(hi[w] > lo[w]))
+			hi[w] = lo[w] + 1;
+	}
+	fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+	    "font-family=\"sans-serif\" font-size=\"11\">\n"
+	    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height);
+	fprintf(fp, "<text x=\"%d\" y=\"18\" font-size=\"14\">", LEFT);
+	for (const char *q = name; *q; q++)
+		fprintf(fp, *q == '<' ? "&lt;" : *q == '&' ? "&amp;" : *q == '>' ? "&gt;" : "%c", *q);
+	fprintf(fp, ": L2 norm of each position's row, %u layers x %u positions</text>\n", L, P);
+	for (w = 0; w < 2; w++) {
+		int y0 = TOP + w * ((int)L * ROW_H + PANEL_GAP);
+		fprintf(fp, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">%s</text>\n", LEFT, y0 - 6, w ? "V" : "K");
+		fprintf(fp, "<g shape-rendering=\"crispEdges\">\n");
+		for (l = 0; l < L; l++)
+			for (c = 0; c < cols && P > 0; c++) {
+				colour((norm[w][(size_t)l * cols + c] - lo[w]) / (hi[w] - lo[w]), &r, &g, &b);
+				fprintf(fp, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#%02x%02x%02x\"/>\n",
+				    LEFT + c * cell_w, y0 + (int)l * ROW_H, cell_w + 0.05, ROW_H, r, g, b);
+			}
+		fprintf(fp, "</g>\n");
+		/* Axes: layers down the left, positions along the bottom. */
+		for (l = 0; l < L; l += L > 16 ? 5 : 1)
+			fprintf(fp, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%u</text>\n",
+			    LEFT - 4, y0 + (int)l * ROW_H + ROW_H - 1, l);
+		fprintf(fp, "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" text-anchor=\"middle\">layer</text>\n",
+		    y0 + (int)L * ROW_H / 2, y0 + (int)L * ROW_H / 2);
+		for (int k = 0; k <= 4; k++) {
+			double x = LEFT + panel_w * k / 4;
+			fprintf(fp, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n",
+			    x, y0 + (int)L * ROW_H, x, y0 + (int)L * ROW_H + 4);
+			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%u</text>\n",
+			    x, y0 + (int)L * ROW_H + 15, (uint32_t)((uint64_t)P * k / 4));
+		}
+		fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">position</text>\n",
+		    LEFT + panel_w / 2, y0 + (int)L * ROW_H + 28);
+		/* The colour scale, with its range. */
+		for (int k = 0; k < 50; k++) {
+			colour(1 - k / 49.0, &r, &g, &b);
+			fprintf(fp, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"%.2f\" fill=\"#%02x%02x%02x\"/>\n",
+			    LEFT + panel_w + 20, y0 + k * (L * ROW_H / 50.0), L * ROW_H / 50.0 + 0.05, r, g, b);
+		}
+		fprintf(fp, "<text x=\"%.1f\" y=\"%d\">%.3g</text>\n", LEFT + panel_w + 38, y0 + 9, hi[w]);
+		fprintf(fp, "<text x=\"%.1f\" y=\"%d\">%.3g</text>\n", LEFT + panel_w + 38, y0 + (int)L * ROW_H, lo[w]);
+		fprintf(fp, "<text x=\"%.1f\" y=\"%d\">|%s|</text>\n", LEFT + panel_w + 38, y0 + (int)L * ROW_H / 2, w ? "v" : "k");
+		free(norm[w]);
+	}
+	fprintf(fp, "</svg>\n");
+	if (fclose(fp) != 0)
+		die(1, "%s:", path);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "svg", required_argument, NULL, 's' },
+		{ "layer", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct snapshot s;
+	struct stat_row st[2];
+	const char *path, *svg = NULL;
+	char fp[65], *end;
+	double *chan;
+	long layer = -1;
+	uint32_t l, lo, hi;
+	int c, json = 0, w;
+	uint64_t dense;
+
+	argv0 = "llm-kvstat";
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = 1; break;
+		case 's': svg = optarg; break;
+		case 'l':
+			layer = strtol(optarg, &end, 10);
+			if (*end || end == optarg || layer < 0)
+				die(2, "--layer: '%s': expected a layer number", optarg);
+			break;
+		case 'h': usage(0); break;
+		default: usage(2);
+		}
+	}
+	if (optind != argc - 1)
+		usage(2);
+	path = argv[optind];
+	if (snapshot_open(&s, path) < 0)
+		die(1, "%s: %s", path, llm_err());
+	if (layer >= (long)s.meta.n_layers)
+		die(1, "%s: --layer %ld is out of range (0-%u)", path, layer, s.meta.n_layers - 1);
+	lo = layer < 0 ? 0 : (uint32_t)layer;
+	hi = layer < 0 ? s.meta.n_layers : (uint32_t)layer + 1;
+	for (l = lo; l < hi; l++)
+		if (snapshot_verify_block(&s, l, 0) < 0 || snapshot_verify_block(&s, l, 1) < 0)
+			die(1, "%s: %s", path, llm_err());
+	hex(s.meta.fingerprint, 32, fp);
+	dense = 2ull * s.meta.n_layers * s.meta.max_ctx * s.meta.kv_dim * sizeof(float);
+	chan = xcalloc(s.meta.kv_dim, sizeof *chan);
+
+	if (json) {
+		printf("{\"file\":");
+		json_write_string(stdout, path);
+		printf(",\"version\":%u,\"fingerprint\":\"%s\",\"layers\":%u,\"kv_heads\":%u,"
+		    "\"head_dim\":%u,\"kv_dim\":%u,\"positions\":%u,\"max_ctx\":%u,"
+		    "\"element_type\":\"f32\",\"rope_dim\":%u,\"rope_base\":%g,"
+		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,\"per_layer\":[",
+		    s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
+		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, s.meta.rope_dim, s.meta.rope_base,
+		    s.size, (unsigned long long)dense);
+	} else {
+		printf("file          %s\nversion       %u\nfingerprint   %s\n"
+		    "layers        %u\nkv heads      %u\nhead_dim      %u\nkv_dim        %u\n"
+		    "positions     %u\nmax_ctx       %u\nelement type  f32\n"
+		    "bytes on disk %zu\ndense max_ctx %llu bytes (K and V for all %u positions)\n\n",
+		    path, s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
+		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, s.size, (unsigned long long)dense,
+		    s.meta.max_ctx);
+		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s\n", "layer",
+		    "K min", "K max", "K mean|x|", "K rms", "K chan", "V min", "V max",
+		    "V mean|x|", "V rms", "V chan");
+	}
+	for (l = lo; l < hi; l++) {
+		for (w = 0; w < 2; w++)
+			block_stats(snapshot_block(&s, l, w), s.n_pos, s.meta.kv_dim, chan, &st[w]);
+		if (json) {
+			printf("%s{\"layer\":%u", l > lo ? "," : "", l);
+			for (w = 0; w < 2; w++)
+				printf(",\"%s\":{\"min\":%.6g,\"max\":%.6g,\"mean_abs\":%.6g,\"rms\":%.6g,"
+				    "\"top_channel\":%u,\"top_channel_mean_abs\":%.6g}", w ? "v" : "k",
+				    st[w].min, st[w].max, st[w].mean_abs, st[w].rms,
+				    st[w].top_channel, st[w].top_mean_abs);
+			printf("}");
+		} else {
+			printf("%5u  %10.4g %10.4g %9.4g %9.4g %7u  %10.4g %10.4g %9.4g %9.4g %7u\n", l,
+			    st[0].min, st[0].max, st[0].mean_abs, st[0].rms, st[0].top_channel,
+			    st[1].min, st[1].max, st[1].mean_abs, st[1].rms, st[1].top_channel);
+		}
+	}
+	if (json)
+		printf("]}\n");
+	if (svg)
+		write_svg(&s, svg, path);
+	free(chan);
+	snapshot_close(&s);
+	if (fflush(stdout) == EOF)
+		die(1, "stdout:");
+	return 0;
+}

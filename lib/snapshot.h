@@ -1,0 +1,65 @@
+/* snapshot.h: the llm-kv(5) file: write atomically, map, validate. */
+#ifndef LLM_SNAPSHOT_H
+#define LLM_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv.h"
+
+#define SNAP_MAGIC "LLMKVSNP"
+#define SNAP_VERSION 1
+#define SNAP_HEADER_SIZE 128
+#define SNAP_ALIGN 4096
+#define SNAP_DIR_ENTRY 48
+#define SNAP_F32 0
+
+/* What a snapshot says about the model and the cache. */
+struct snap_meta {
+	uint32_t n_layers, n_kv_heads, head_dim, kv_dim, max_ctx, rope_dim;
+	float rope_base;
+	uint8_t fingerprint[32];
+};
+
+struct snap_dir {
+	uint64_t k_offset, k_length, k_sum;
+	uint64_t v_offset, v_length, v_sum;
+};
+
+struct snapshot {
+	const uint8_t *map;
+	size_t size;
+	uint32_t version, elem_type, n_pos;
+	struct snap_meta meta;
+	uint64_t dir_offset, data_offset;
+	const uint8_t *tokens;		/* n_pos little-endian uint32 */
+	struct snap_dir *dir;		/* n_layers entries, decoded */
+};
+
+/* The llm-kv(5) checksum of n bytes. */
+uint64_t snapshot_sum(const void *p, size_t n);
+
+/*
+ * Write positions [0, n_pos) of the cache and their tokens to path,
+ * atomically.  0, or -1 with llm_err() set and any old file intact.
+ */
+int snapshot_write(const char *path, const struct snap_meta *meta,
+    const struct kv *kv, const int *tokens, int n_pos);
+
+/* Map and validate everything but the block checksums; -1, llm_err(). */
+int snapshot_open(struct snapshot *s, const char *path);
+void snapshot_close(struct snapshot *s);
+
+uint32_t snapshot_token(const struct snapshot *s, uint32_t pos);
+/* The K (which 0) or V (1) block of a layer: n_pos rows of kv_dim floats. */
+const float *snapshot_block(const struct snapshot *s, uint32_t layer, int which);
+/* Check one block's checksum; 0 or -1 with llm_err() naming it. */
+int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
+
+/*
+ * Verify every block, then copy positions [0, n) into an empty cache of
+ * the same shape, which grows to hold them by its doubling rule.
+ */
+int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
+
+#endif
