@@ -19,7 +19,8 @@ MAN5 = man/llm-kv.5
 
 TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
-TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/test_tok
+TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/test_tok \
+	tests/test_snapshot
 BENCHBIN = bench/membw
 
 all: $(LIB) $(BIN)
@@ -51,6 +52,7 @@ tests/test_kv: tests/test_kv.o
 tests/test_gguf: tests/test_gguf.o
 tests/test_model: tests/test_model.o
 tests/test_tok: tests/test_tok.o
+tests/test_snapshot: tests/test_snapshot.o
 
 bench/membw: bench/membw.o
 	$(CC) $(LDFLAGS) -o $@ bench/membw.o $(LDLIBS)

@@ -133,7 +133,6 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 	const struct model_config *c = &r->m.c;
 	struct snapshot snap;
 	uint8_t fp[32];
-	uint32_t lcp = 0;
 
 	if (snapshot_open(&snap, path) < 0)
 		die(1, "%s: %s", path, llm_err());
@@ -151,15 +150,9 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 		    "this model %02x%02x%02x%02x...)", path, snap.meta.fingerprint[0],
 		    snap.meta.fingerprint[1], snap.meta.fingerprint[2], snap.meta.fingerprint[3],
 		    fp[0], fp[1], fp[2], fp[3]);
-	while (lcp < snap.n_pos && lcp < (uint32_t)n_ids && snapshot_token(&snap, lcp) == (uint32_t)ids[lcp])
-		lcp++;
-	/* The last prompt token always runs: its logits are not in the file. */
-	if (lcp == (uint32_t)n_ids)
-		lcp--;
-	if (snapshot_load(&snap, &r->kv, lcp) < 0)
+	if ((r->reused = snapshot_resume(&snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
 	snapshot_close(&snap);
-	r->reused = (int)lcp;
 }
 
 static int

@@ -412,3 +412,15 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 	}
 	return 0;
 }
+
+int
+snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_ids)
+{
+	uint32_t lcp = 0;
+
+	while (lcp < s->n_pos && (int)lcp < n_ids && snapshot_token(s, lcp) == (uint32_t)ids[lcp])
+		lcp++;
+	if (lcp > 0 && (int)lcp == n_ids)
+		lcp--;
+	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
+}

@@ -62,4 +62,12 @@ int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
  */
 int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
 
+/*
+ * Resume: load the longest common prefix of the snapshot's tokens and
+ * ids[0..n_ids), but never ids' last token, whose logits the caller
+ * needs and the file does not hold.  Returns the positions loaded, or
+ * -1 with llm_err() set.
+ */
+int snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_ids);
+
 #endif

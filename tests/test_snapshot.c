@@ -1,0 +1,396 @@
+/*
+ * test_snapshot: resuming from an llm-kv(5) file gives bitwise the same
+ * logits as computing from scratch, and damaged files are refused.
+ */
+#define _GNU_SOURCE	/* memmem */
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../lib/gguf.h"
+#include "../lib/kv.h"
+#include "../lib/model.h"
+#include "../lib/snapshot.h"
+#include "../lib/util.h"
+#include "check.h"
+#include "fixture.h"
+
+static char dir[256], model_path[300], snap_path[300], bad_path[300];
+static struct model m;
+
+static void
+meta_of(const struct kv *kv, struct snap_meta *meta)
+{
+	memset(meta, 0, sizeof *meta);
+	meta->n_layers = (uint32_t)m.c.n_layers;
+	meta->n_kv_heads = (uint32_t)m.c.n_kv_heads;
+	meta->head_dim = (uint32_t)m.c.head_dim;
+	meta->kv_dim = (uint32_t)m.c.kv_dim;
+	meta->max_ctx = (uint32_t)kv->max_ctx;
+	meta->rope_dim = (uint32_t)m.c.rope_dim;
+	meta->rope_base = m.c.rope_base;
+	model_fingerprint(&m, meta->fingerprint);
+}
+
+/* Run ids[from..n) on the cache; logits of every position go to out[pos]. */
+static void
+run(struct kv *kv, const int *ids, int from, int n, float *out)
+{
+	int err;
+
+	for (int pos = from; pos < n; pos++) {
+		float *l = model_forward(&m, kv, ids[pos], pos, 1, &err);
+		if (err)
+			die(1, "forward: %s", llm_err());
+		memcpy(out + (size_t)pos * m.c.vocab_size, l, m.c.vocab_size * sizeof *l);
+	}
+}
+
+/* Greedy continuation: append k tokens to ids (which has room). */
+static int
+extend_greedy(const int *ids_in, int n, int k, int *ids)
+{
+	struct kv kv;
+	float *logits = xmalloc((size_t)(n + k) * m.c.vocab_size * sizeof *logits);
+
+	memcpy(ids, ids_in, (size_t)n * sizeof *ids);
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0);
+	for (int i = 0; i < k; i++) {
+		run(&kv, ids, kv.seq_len, n + i, logits);
+		const float *l = logits + (size_t)(n + i - 1) * m.c.vocab_size;
+		int best = 0;
+		for (int v = 1; v < m.c.vocab_size; v++)
+			if (l[v] > l[best])
+				best = v;
+		ids[n + i] = best;
+	}
+	kv_free(&kv);
+	free(logits);
+	return n + k;
+}
+
+/*
+ * Save the cache after running saved[0..n_saved), resume with ids[0..n)
+ * and check every logit computed after the resume equals the scratch run.
+ */
+static int
+resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, const char *what)
+{
+	struct kv a, b;
+	struct snapshot s;
+	struct snap_meta meta;
+	size_t V = (size_t)m.c.vocab_size;
+	size_t most = (size_t)(n > n_saved ? n : n_saved);
+	float *scratch = xmalloc(most * V * sizeof(float));
+	float *resumed = xmalloc(most * V * sizeof(float));
+	int reused, ok;
+
+	kv_init(&a, m.c.n_layers, m.c.kv_dim, 512, 0);
+	run(&a, saved, 0, n_saved, scratch);
+	meta_of(&a, &meta);
+	CHECK(snapshot_write(snap_path, &meta, &a, saved, n_saved) == 0, "%s", llm_err());
+	kv_free(&a);
+
+	kv_init(&a, m.c.n_layers, m.c.kv_dim, 512, 0);
+	run(&a, ids, 0, n, scratch);
+	kv_init(&b, m.c.n_layers, m.c.kv_dim, 512, 0);
+	CHECK(snapshot_open(&s, snap_path) == 0, "%s", llm_err());
+	reused = snapshot_resume(&s, &b, ids, n);
+	snapshot_close(&s);
+	CHECK(reused >= 0, "%s: %s", what, llm_err());
+	run(&b, ids, reused, n, resumed);
+	ok = memcmp(scratch + (size_t)reused * V, resumed + (size_t)reused * V,
+	    (size_t)(n - reused) * V * sizeof(float)) == 0;
+	CHECK(ok, "%s: resumed logits differ from scratch", what);
+	CHECK(b.seq_len == a.seq_len && b.cap <= a.cap, "%s: len %d/%d cap %d/%d",
+	    what, b.seq_len, a.seq_len, b.cap, a.cap);
+	kv_free(&a), kv_free(&b);
+	free(scratch), free(resumed);
+	return reused;
+}
+
+static void
+resume_with_full_partial_and_no_overlap_is_bitwise_identical(void)
+{
+	int base[200], ids[300], r;
+
+	for (int i = 0; i < 200; i++)
+		base[i] = (i * 37 + 11) % m.c.vocab_size;
+	/* the input is the snapshot exactly: all but the last position reused */
+	r = resume_matches_scratch(base, 150, base, 150, "full");
+	CHECK(r == 149, "full overlap reused %d", r);
+	/* the input is a prefix of the snapshot */
+	r = resume_matches_scratch(base, 150, base, 90, "prefix");
+	CHECK(r == 89, "prefix reused %d", r);
+	/* the input extends the snapshot */
+	r = resume_matches_scratch(base, 70, base, 200, "extend");
+	CHECK(r == 70, "extension reused %d", r);
+	/* the input diverges in the middle */
+	memcpy(ids, base, sizeof base);
+	ids[100] = (ids[100] + 1) % m.c.vocab_size;
+	r = resume_matches_scratch(base, 150, ids, 180, "diverge");
+	CHECK(r == 100, "divergent reused %d", r);
+	/* nothing in common */
+	ids[0] = (base[0] + 1) % m.c.vocab_size;
+	r = resume_matches_scratch(base, 150, ids, 120, "none");
+	CHECK(r == 0, "no overlap reused %d", r);
+}
+
+static void
+multi_turn_chat_resumes_bitwise_identically(void)
+{
+	int turn[400], n = 0, k;
+	const int user[3][6] = { { 1, 40, 41, 42, 43, 44 }, { 50, 51, 52 }, { 60, 61, 62, 63 } };
+
+	/* Each turn: the user's tokens, then 20 generated; the next turn resumes. */
+	for (int t = 0; t < 3; t++) {
+		int before = n;
+		for (k = 0; k < (t == 0 ? 6 : t == 1 ? 3 : 4); k++)
+			turn[n++] = user[t][k];
+		int prev = before;
+		n = extend_greedy(turn, n, 20, turn);
+		if (t > 0) {
+			int r = resume_matches_scratch(turn, prev, turn, n, "turn");
+			CHECK(r == prev, "turn %d reused %d of %d", t, r, prev);
+		}
+	}
+	CHECK(n == 6 + 3 + 4 + 60, "n %d", n);
+}
+
+/* ---- damaged files ---- */
+
+static unsigned char *img;
+static size_t img_len;
+
+static void
+make_good_snapshot(void)
+{
+	struct kv kv;
+	struct snap_meta meta;
+	int ids[100];
+	float *logits = xmalloc(100 * (size_t)m.c.vocab_size * sizeof *logits);
+	FILE *fp;
+
+	for (int i = 0; i < 100; i++)
+		ids[i] = (i * 13 + 5) % m.c.vocab_size;
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0);
+	run(&kv, ids, 0, 100, logits);
+	meta_of(&kv, &meta);
+	if (snapshot_write(snap_path, &meta, &kv, ids, 100) < 0)
+		die(1, "%s: %s", snap_path, llm_err());
+	kv_free(&kv);
+	free(logits);
+	if (!(fp = fopen(snap_path, "rb")))
+		die(1, "%s:", snap_path);
+	fseek(fp, 0, SEEK_END);
+	img_len = (size_t)ftell(fp);
+	rewind(fp);
+	img = xmalloc(img_len);
+	if (fread(img, 1, img_len, fp) != img_len)
+		die(1, "short read");
+	fclose(fp);
+}
+
+static void
+write_bad(const unsigned char *p, size_t n)
+{
+	FILE *fp = fopen(bad_path, "wb");
+
+	if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp))
+		die(1, "%s:", bad_path);
+}
+
+/* Open and fully load; 1 if refused with a message containing want. */
+static int
+refused(const char *want)
+{
+	struct snapshot s;
+	struct kv kv;
+	int r;
+
+	if (snapshot_open(&s, bad_path) == 0) {
+		kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0);
+		r = snapshot_load(&s, &kv, s.n_pos);
+		kv_free(&kv);
+		snapshot_close(&s);
+		if (r == 0)
+			return 0;
+	}
+	if (want && !strstr(llm_err(), want)) {
+		fprintf(stderr, "  message '%s' lacks '%s'\n", llm_err(), want);
+		return 0;
+	}
+	return 1;
+}
+
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* A hostile file carries a valid header checksum: recompute it. */
+static void
+fix_sum(unsigned char *p)
+{
+	uint64_t dir_off = get64(p + 96), end = dir_off + 48ull * m.c.n_layers;
+
+	put64(p + 120, 0);
+	put64(p + 120, snapshot_sum(p, (size_t)end));
+}
+
+static void
+good_snapshot_loads(void)
+{
+	write_bad(img, img_len);
+	CHECK(!refused(NULL), "the good file was refused: %s", llm_err());
+	CHECK(img_len % 4096 == 0, "size %zu", img_len);
+}
+
+static void
+every_truncation_is_refused(void)
+{
+	size_t n, accepted = 0;
+
+	for (n = 0; n < img_len; n += n < 8192 ? 1 : 509) {
+		write_bad(img, n);
+		accepted += !refused(NULL);
+	}
+	CHECK(accepted == 0, "%zu truncated files accepted", accepted);
+	write_bad(img, img_len - 1);
+	CHECK(refused("truncated"), "one byte short");
+}
+
+static void
+flipped_byte_in_a_block_is_refused(void)
+{
+	unsigned char *p = xmalloc(img_len);
+	uint64_t v1 = get64(img + 128 + 400 + 48 * 1 + 24);	/* layer 1's V block */
+
+	memcpy(p, img, img_len);
+	p[v1 + 1234] ^= 0x10;
+	write_bad(p, img_len);
+	CHECK(refused("layer 1: V block checksum mismatch"), "flipped byte");
+	free(p);
+}
+
+static void
+damaged_headers_are_refused_each_with_its_message(void)
+{
+	unsigned char *p = xmalloc(img_len);
+	uint64_t dir = 128 + 400, k0 = get64(img + dir), k1 = get64(img + dir + 48);
+
+#define CASE(edit, fix, want) do { \
+	memcpy(p, img, img_len); \
+	edit; \
+	if (fix) \
+		fix_sum(p); \
+	write_bad(p, img_len); \
+	CHECK(refused(want), "%s", #edit); \
+} while (0)
+	CASE(memcpy(p, "LLMKVSNQ", 8), 0, "bad magic");
+	CASE(put32(p + 8, 2), 1, "version 2 is not supported (this build reads version 1)");
+	CASE(put32(p + 16, 1), 1, "element type 1 is not supported");
+	CASE(put32(p + 36, 0x7fffffff), 1, "n_pos 2147483647 is more than max_ctx 512");
+	CASE(put32(p + 36, 300), 1, "bad token, directory or data offset");
+	CASE(p[130] ^= 1, 0, "header checksum mismatch");
+	CASE(put64(p + dir + 48, k0), 1, "blocks overlap");
+	CASE(put64(p + dir + 48, k1 + 8), 1, "layer 1: block not aligned");
+	CASE(put64(p + dir, img_len), 1, "layer 0: block outside the data area");
+	CASE(put64(p + dir, 0), 1, "layer 0: block outside the data area");
+	CASE(put64(p + dir + 8, 12), 1, "layer 0: block length");
+	free(p);
+	/* appended junk */
+	unsigned char *q = xcalloc(1, img_len + 10);
+	memcpy(q, img, img_len);
+	write_bad(q, img_len + 10);
+	CHECK(refused("wrong size"), "junk appended");
+	free(q);
+#undef CASE
+}
+
+static int
+count_temp_files(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d)))
+		n += strstr(e->d_name, ".tmp-") != NULL;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void
+failed_write_keeps_the_old_snapshot(void)
+{
+	struct kv kv;
+	struct snap_meta meta;
+	int ids[300], status;
+	float *logits = xmalloc(300 * (size_t)m.c.vocab_size * sizeof *logits);
+	pid_t pid;
+
+	write_bad(img, img_len);	/* the old snapshot, under bad_path */
+	for (int i = 0; i < 300; i++)
+		ids[i] = i % m.c.vocab_size;
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0);
+	run(&kv, ids, 0, 300, logits);
+	meta_of(&kv, &meta);
+	/* A file size limit stands in for a full disk: the write fails part way. */
+	if ((pid = fork()) == 0) {
+		struct rlimit rl = { 8192, 8192 };
+		signal(SIGXFSZ, SIG_IGN);
+		setrlimit(RLIMIT_FSIZE, &rl);
+		_exit(snapshot_write(bad_path, &meta, &kv, ids, 300) == 0 ? 1 :
+		    strstr(llm_err(), "too large") ? 0 : 2);
+	}
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the limited write did not fail cleanly (%d)", status);
+	{
+		/* the old snapshot is still there, byte for byte */
+		FILE *fp = fopen(bad_path, "rb");
+		unsigned char *back = xmalloc(img_len + 1);
+		size_t n = fp ? fread(back, 1, img_len + 1, fp) : 0;
+		CHECK(fp && n == img_len && memcmp(back, img, img_len) == 0, "old snapshot changed");
+		if (fp)
+			fclose(fp);
+		free(back);
+	}
+	CHECK(count_temp_files() == 0, "temporary files left behind");
+	/* into a directory that does not exist: an error, not a crash */
+	CHECK(snapshot_write("/nonexistent/dir/x.kv", &meta, &kv, ids, 300) < 0, "wrote nowhere");
+	kv_free(&kv);
+	free(logits);
+}
+
+int
+main(void)
+{
+	struct fixture f;
+
+	snprintf(dir, sizeof dir, "%s/snap", getenv("LLM_TEST_TMP") ? getenv("LLM_TEST_TMP") : "tests/tmp");
+	mkdir(dir, 0777);
+	snprintf(model_path, sizeof model_path, "%s/tiny.gguf", dir);
+	snprintf(snap_path, sizeof snap_path, "%s/a.kv", dir);
+	snprintf(bad_path, sizeof bad_path, "%s/bad.kv", dir);
+	fixture_tiny(&f, GGML_Q8_0);
+	if (fixture_write(&f, model_path) < 0 || model_load(&m, model_path) < 0)
+		die(1, "%s: %s", model_path, llm_err());
+	make_good_snapshot();
+
+	TEST(resume_with_full_partial_and_no_overlap_is_bitwise_identical);
+	TEST(multi_turn_chat_resumes_bitwise_identically);
+	TEST(good_snapshot_loads);
+	TEST(every_truncation_is_refused);
+	TEST(flipped_byte_in_a_block_is_refused);
+	TEST(damaged_headers_are_refused_each_with_its_message);
+	TEST(failed_write_keeps_the_old_snapshot);
+	free(img);
+	model_free(&m);
+	CHECK_EXIT();
+}
