@@ -11,3 +11,8 @@ CFLAGS = -std=c11 -O2 -g -Wall -Wextra
 CPPFLAGS = -D_DEFAULT_SOURCE
 LDFLAGS =
 LDLIBS = -lpthread -lm
+
+# SIMD kernels: each file is built for its instruction set and used only
+# when cpuid says the processor has it.  Empty these off x86.
+AVX2_CFLAGS = -mavx2 -mfma -mf16c
+AVX512_CFLAGS = -mavx512f -mavx512bw -mavx512vl -mfma -mf16c

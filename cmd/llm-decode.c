@@ -204,7 +204,7 @@ main(int argc, char *argv[])
 	float temp = 0.8f, top_p = 0.95f, *logits;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, stats = 0, stats_json = 0, seed_set = 0;
-	int *ids, n_ids, i, c, err, pos, next;
+	int *ids, n_ids, c, err, pos, next;
 
 	argv0 = "llm-decode";
 	r.threads = pool_default_threads();
@@ -279,13 +279,11 @@ main(int argc, char *argv[])
 	if (kv_in)
 		resume(&r, kv_in, ids, n_ids);
 
-	logits = NULL;
-	for (i = r.reused; i < n_ids; i++) {
-		logits = model_forward(&r.m, &r.kv, ids[i], i, i == n_ids - 1, &err);
-		if (err)
-			die(1, "%s: %s", r.model_path, llm_err());
-		r.computed++;
-	}
+	/* The prompt goes through in batches: each weight is read once per batch. */
+	logits = model_prefill(&r.m, &r.kv, ids + r.reused, n_ids - r.reused, r.reused, 1, &err);
+	if (err)
+		die(1, "%s: %s", r.model_path, llm_err());
+	r.computed += n_ids - r.reused;
 	r.t_prefill = r.t_first = r.t_end = now_seconds();
 
 	sampler_init(&smp, r.m.c.vocab_size, temp, top_k, top_p, r.seed);

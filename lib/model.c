@@ -225,12 +225,12 @@ model_load(struct model *m, const char *path)
 		return -1;
 	}
 	q_dim = c->n_heads * c->head_dim;
-	m->x = xcalloc((size_t)c->dim, sizeof(float));
-	m->xb = xcalloc((size_t)(q_dim > c->dim ? q_dim : c->dim), sizeof(float));
-	m->xb2 = xcalloc((size_t)c->dim, sizeof(float));
-	m->hb = xcalloc((size_t)c->ffn_dim, sizeof(float));
-	m->hb2 = xcalloc((size_t)c->ffn_dim, sizeof(float));
-	m->q = xcalloc((size_t)q_dim, sizeof(float));
+	m->x = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+	m->xb = xcalloc((size_t)MODEL_BATCH * (q_dim > c->dim ? q_dim : c->dim), sizeof(float));
+	m->xb2 = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+	m->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
+	m->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
+	m->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
 	m->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	m->rope_inv_freq = xcalloc((size_t)c->rope_dim / 2, sizeof(double));
 	for (i = 0; i < c->rope_dim / 2; i++)
@@ -368,9 +368,14 @@ softmax(float *x, int n)
 		x[i] /= sum;
 }
 
-/* Several matrix-vector products over one input, split by rows across threads. */
+/*
+ * Matrix products over one input batch X (T rows of ldx floats): each
+ * weight matrix writes T output rows of ldo floats.  Threads split the
+ * weight rows of all the matrices together, in multiples of 8.
+ */
 struct matvec {
 	float *out;
+	size_t ldo;
 	const struct weight *w;
 };
 
@@ -378,6 +383,8 @@ struct matmul_job {
 	const struct matvec *mv;
 	int n;
 	const float *x;
+	size_t ldx;
+	int T;
 	int total_rows;
 };
 
@@ -385,26 +392,27 @@ static void
 matmul_worker(void *arg, int ith, int nth)
 {
 	const struct matmul_job *job = arg;
-	int lo = (int)((long long)job->total_rows * ith / nth);
-	int hi = (int)((long long)job->total_rows * (ith + 1) / nth);
+	int lo = (int)((long long)job->total_rows * ith / nth) / 8 * 8;
+	int hi = ith == nth - 1 ? job->total_rows :
+	    (int)((long long)job->total_rows * (ith + 1) / nth) / 8 * 8;
 	int i, base = 0;
 
 	for (i = 0; i < job->n && lo < hi; i++) {
 		const struct weight *w = job->mv[i].w;
 		int r0 = lo > base ? lo - base : 0;
 		int r1 = hi - base < w->rows ? hi - base : w->rows;
-		const char *row = (const char *)w->data + (size_t)r0 * w->row_bytes;
 
-		for (int r = r0; r < r1; r++, row += w->row_bytes)
-			job->mv[i].out[r] = quant_dot_row(w->type, row, job->x, (size_t)w->cols);
+		if (r0 < r1)
+			quant_gemm(w->type, w->data, w->row_bytes, r0, r1, w->cols,
+			    job->x, job->ldx, job->T, job->mv[i].out, job->mv[i].ldo);
 		base += w->rows;
 	}
 }
 
 static void
-matmul(struct model *m, const struct matvec *mv, int n, const float *x)
+matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t ldx, int T)
 {
-	struct matmul_job job = { mv, n, x, 0 };
+	struct matmul_job job = { mv, n, x, ldx, T, 0 };
 	int i;
 
 	for (i = 0; i < n; i++)
@@ -436,10 +444,14 @@ rope(const struct model *m, float *vec, int n_heads, int pos)
 struct attn_job {
 	struct model *m;
 	const struct kv *kv;
-	int layer, pos;
+	int layer, pos, n;	/* tokens at positions pos..pos+n-1 */
 };
 
-/* Attention for a share of the heads, over positions [0, pos]. */
+/*
+ * Causal attention: token i of the batch (position pos + i) attends to
+ * positions [0, pos + i] of the cache, head by head.  Threads share out
+ * the (token, head) pairs; each uses its own row of scores.
+ */
 static void
 attention_worker(void *arg, int ith, int nth)
 {
@@ -447,109 +459,151 @@ attention_worker(void *arg, int ith, int nth)
 	struct model *m = job->m;
 	const struct model_config *c = &m->c;
 	int group = c->n_heads / c->n_kv_heads;	/* query heads per KV head */
+	int q_dim = c->n_heads * c->head_dim;
 	float scale = 1.0f / sqrtf((float)c->head_dim);
-	int h, t, i;
+	float *att = m->att + (size_t)ith * m->att_cap;
+	int work, t, d;
 
-	for (h = ith; h < c->n_heads; h += nth) {
-		const float *q = m->q + h * c->head_dim;
-		float *att = m->att + (size_t)h * m->att_cap;
-		float *out = m->xb + h * c->head_dim;
+	for (work = ith; work < job->n * c->n_heads; work += nth) {
+		int i = work / c->n_heads, h = work % c->n_heads, last = job->pos + i;
+		const float *q = m->q + (size_t)i * q_dim + h * c->head_dim;
+		float *out = m->xb + (size_t)i * q_dim + h * c->head_dim;
 		int kvh = h / group;	/* GQA: heads share a KV head */
 
-		for (t = 0; t <= job->pos; t++) {
+		for (t = 0; t <= last; t++) {
 			const float *k = kv_k_read(job->kv, job->layer, t) + kvh * c->head_dim;
 			float s = 0;
 
-			for (i = 0; i < c->head_dim; i++)
-				s += q[i] * k[i];
+			for (d = 0; d < c->head_dim; d++)
+				s += q[d] * k[d];
 			att[t] = s * scale;
 		}
-		softmax(att, job->pos + 1);
+		softmax(att, last + 1);
 		memset(out, 0, (size_t)c->head_dim * sizeof *out);
-		for (t = 0; t <= job->pos; t++) {
+		for (t = 0; t <= last; t++) {
 			const float *v = kv_v_read(job->kv, job->layer, t) + kvh * c->head_dim;
 			float a = att[t];
 
-			for (i = 0; i < c->head_dim; i++)
-				out[i] += a * v[i];
+			for (d = 0; d < c->head_dim; d++)
+				out[d] += a * v[d];
 		}
 	}
 }
 
 float *
-model_forward(struct model *m, struct kv *kv, int token, int pos, int want_logits, int *err)
+model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
+    int want_logits, int *err)
 {
 	const struct model_config *c = &m->c;
+	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim;
+	int nth = pool_threads(m->pool), l, i, j;
 	struct attn_job aj;
 	float *k, *v;
-	int l, i;
 
 	*err = 0;
 	/* max_ctx is a hard ceiling, checked before the pass starts. */
-	if (pos >= kv->max_ctx) {
-		llm_seterr("context full: %d tokens fill max_ctx %d", pos, kv->max_ctx);
+	if (pos + n > kv->max_ctx) {
+		llm_seterr("context full: %d tokens fill max_ctx %d", pos + n - 1, kv->max_ctx);
 		goto fail;
 	}
-	if (pos < 0 || pos > kv->seq_len || token < 0 || token >= c->vocab_size) {
-		llm_seterr("forward: bad token %d or position %d", token, pos);
+	if (pos < 0 || pos > kv->seq_len || n < 1 || n > MODEL_BATCH) {
+		llm_seterr("forward: bad position %d or batch %d", pos, n);
 		goto fail;
 	}
-	if (pos + 1 > m->att_cap) {
+	for (i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= c->vocab_size) {
+			llm_seterr("forward: bad token %d", tokens[i]);
+			goto fail;
+		}
+	if (pos + n > m->att_cap || nth > m->att_threads) {
 		int cap = m->att_cap ? m->att_cap : 64;
 
-		while (cap < pos + 1)
+		while (cap < pos + n)
 			cap *= 2;
 		free(m->att);
-		m->att = xmalloc((size_t)c->n_heads * cap * sizeof(float));
+		m->att = xmalloc((size_t)nth * cap * sizeof(float));
 		m->att_cap = cap;
+		m->att_threads = nth;
 	}
+	/* Grow the cache for the whole batch before any row is written. */
+	if (!kv_k_write(kv, 0, pos + n - 1))
+		goto fail;
 
-	quant_dequant_row(m->token_embd.type,
-	    (const char *)m->token_embd.data + (size_t)token * m->token_embd.row_bytes,
-	    m->x, (size_t)c->dim);
+	for (i = 0; i < n; i++)
+		quant_dequant_row(m->token_embd.type,
+		    (const char *)m->token_embd.data + (size_t)tokens[i] * m->token_embd.row_bytes,
+		    m->x + (size_t)i * D, (size_t)D);
 
 	for (l = 0; l < c->n_layers; l++) {
 		const struct layer_weights *L = &m->layers[l];
 
-		/* Attention: Q for this token; K and V go straight into the cache. */
-		rmsnorm(m->xb, m->x, L->attn_norm, c->dim, c->rms_eps);
-		if (!(k = kv_k_write(kv, l, pos)) || !(v = kv_v_write(kv, l, pos)))
-			goto fail;
-		struct matvec qkv[] = { { m->q, &L->wq }, { k, &L->wk }, { v, &L->wv } };
-		matmul(m, qkv, 3, m->xb);
-		rope(m, m->q, c->n_heads, pos);
-		rope(m, k, c->n_kv_heads, pos);
+		/* Attention: Q for the batch; K and V go straight into the cache. */
+		for (i = 0; i < n; i++)
+			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->attn_norm, D, c->rms_eps);
+		k = kv_k_write(kv, l, pos);
+		v = kv_v_write(kv, l, pos);
+		struct matvec qkv[] = { { m->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
+		matmul(m, qkv, 3, m->xb, D, n);
+		for (i = 0; i < n; i++) {
+			rope(m, m->q + (size_t)i * Q, c->n_heads, pos + i);
+			rope(m, k + (size_t)i * KV, c->n_kv_heads, pos + i);
+		}
 
-		aj = (struct attn_job){ m, kv, l, pos };
+		aj = (struct attn_job){ m, kv, l, pos, n };
 		pool_run(m->pool, attention_worker, &aj);
 
-		struct matvec wo[] = { { m->xb2, &L->wo } };
-		matmul(m, wo, 1, m->xb);
-		for (i = 0; i < c->dim; i++)
-			m->x[i] += m->xb2[i];
+		struct matvec wo[] = { { m->xb2, D, &L->wo } };
+		matmul(m, wo, 1, m->xb, Q, n);
+		for (j = 0; j < n * D; j++)
+			m->x[j] += m->xb2[j];
 
 		/* FFN: SwiGLU, down(silu(gate(x)) * up(x)). */
-		rmsnorm(m->xb, m->x, L->ffn_norm, c->dim, c->rms_eps);
-		struct matvec gate_up[] = { { m->hb, &L->w_gate }, { m->hb2, &L->w_up } };
-		matmul(m, gate_up, 2, m->xb);
-		for (i = 0; i < c->ffn_dim; i++) {
-			float g = m->hb[i];
-			m->hb[i] = g / (1.0f + expf(-g)) * m->hb2[i];
+		for (i = 0; i < n; i++)
+			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->ffn_norm, D, c->rms_eps);
+		struct matvec gate_up[] = { { m->hb, F, &L->w_gate }, { m->hb2, F, &L->w_up } };
+		matmul(m, gate_up, 2, m->xb, D, n);
+		for (j = 0; j < n * F; j++) {
+			float g = m->hb[j];
+			m->hb[j] = g / (1.0f + expf(-g)) * m->hb2[j];
 		}
-		struct matvec down[] = { { m->xb2, &L->w_down } };
-		matmul(m, down, 1, m->hb);
-		for (i = 0; i < c->dim; i++)
-			m->x[i] += m->xb2[i];
+		struct matvec down[] = { { m->xb2, D, &L->w_down } };
+		matmul(m, down, 1, m->hb, F, n);
+		for (j = 0; j < n * D; j++)
+			m->x[j] += m->xb2[j];
 	}
-	kv->seq_len = pos + 1;
+	kv->seq_len = pos + n;
 	if (!want_logits)
 		return NULL;
 
-	rmsnorm(m->x, m->x, m->output_norm, c->dim, c->rms_eps);
-	struct matvec out[] = { { m->logits, &m->output } };
-	matmul(m, out, 1, m->x);
+	/* Only the last token's logits: the output matrix is the largest. */
+	float *last = m->x + (size_t)(n - 1) * D;
+	rmsnorm(last, last, m->output_norm, D, c->rms_eps);
+	struct matvec out[] = { { m->logits, 0, &m->output } };
+	matmul(m, out, 1, last, D, 1);
 	return m->logits;
 fail:
 	*err = 1;
 	return NULL;
+}
+
+float *
+model_forward(struct model *m, struct kv *kv, int token, int pos, int want_logits, int *err)
+{
+	return model_forward_batch(m, kv, &token, 1, pos, want_logits, err);
+}
+
+float *
+model_prefill(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
+    int want_logits, int *err)
+{
+	float *logits = NULL;
+	int i, b;
+
+	*err = 0;
+	for (i = 0; i < n && !*err; i += b) {
+		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
+		logits = model_forward_batch(m, kv, tokens + i, b, pos + i,
+		    want_logits && i + b == n, err);
+	}
+	return logits;
 }

@@ -47,10 +47,10 @@ struct model {
 	float **owned;		/* norm vectors converted from other types */
 	int n_owned;
 
-	/* Run state, reused by every forward pass. */
+	/* Run state for a batch of up to MODEL_BATCH tokens, row per token. */
 	float *x, *xb, *xb2, *hb, *hb2, *q, *logits;
-	float *att;		/* n_heads rows of att_cap scores */
-	int att_cap;
+	float *att;		/* one row of att_cap scores per thread */
+	int att_cap, att_threads;
 	double *rope_inv_freq;	/* rope_dim / 2 entries */
 	struct pool *pool;
 };
@@ -60,14 +60,27 @@ int model_load(struct model *m, const char *path);
 void model_free(struct model *m);
 void model_set_pool(struct model *m, struct pool *pool);
 
+/* Tokens a forward pass takes at once; longer prompts go in chunks. */
+#define MODEL_BATCH 64
+
 /*
- * Run token at position pos (0 <= pos <= kv->seq_len) and append its
- * K and V to the cache.  Returns the logits, or NULL if want_logits is
- * 0; on error (context full, out of memory) returns NULL with
- * *err set and llm_err() saying why.
+ * Run tokens[0..n) at positions pos..pos+n-1 (0 <= pos <= kv->seq_len,
+ * n <= MODEL_BATCH) and append their K and V to the cache.  Returns the
+ * logits of the last token, or NULL if want_logits is 0; on error
+ * (context full, out of memory) returns NULL with *err set and llm_err()
+ * saying why.  A batch gives bitwise the same results as its tokens one
+ * at a time.
  */
+float *model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n,
+    int pos, int want_logits, int *err);
+
+/* One token: model_forward_batch with n = 1. */
 float *model_forward(struct model *m, struct kv *kv, int token, int pos,
     int want_logits, int *err);
+
+/* Run any number of tokens in batches; the logits of the last. */
+float *model_prefill(struct model *m, struct kv *kv, const int *tokens, int n,
+    int pos, int want_logits, int *err);
 
 /* The SHA-256 model fingerprint of llm-kv(5). */
 void model_fingerprint(const struct model *m, uint8_t out[32]);

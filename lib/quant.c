@@ -4,12 +4,28 @@
  * a block as it multiplies, so the f32 copy never exists.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "gguf.h"
 #include "quant.h"
+#include "util.h"
 
-static float f16_table[1 << 16];
+/* f16 to f32 for every bit pattern; the SIMD kernels share it. */
+float quant_f16_table[1 << 16];
+#define f16_table quant_f16_table
+
+typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo);
+gemm_fn quant_avx2_gemm, quant_avx512_gemm;
+extern int quant_avx2_built, quant_avx512_built;
+static gemm_fn scalar_gemm;
+static gemm_fn *gemm_impl = scalar_gemm;
+static int cpu_isa(void);
+static int isa_in_use = QUANT_SCALAR;
 
 float
 f16_to_f32(uint16_t h)
@@ -94,12 +110,19 @@ void
 quant_init(void)
 {
 	static int done;
+	const char *env;
 	uint32_t i;
+	int isa;
 
 	if (done)
 		return;
 	for (i = 0; i < (1u << 16); i++)
 		f16_table[i] = f16_to_f32((uint16_t)i);
+	quant_set_isa(cpu_isa());
+	if ((env = getenv("LLM_ISA")) != NULL)
+		for (isa = QUANT_SCALAR; isa <= QUANT_AVX512; isa++)
+			if (strcmp(env, quant_isa_name(isa)) == 0)
+				quant_set_isa(isa);	/* ignored if the processor lacks it */
 	done = 1;
 }
 
@@ -161,85 +184,100 @@ quant_dequant_row(uint32_t type, const void *row, float *out, size_t n)
 }
 
 /*
- * The kernels keep eight partial sums so the compiler can keep them
- * in vector lanes; the summation order is fixed, so results do not
- * depend on threads or on how the cache grew.
+ * The portable kernel follows the rule of quant_simd.h with eight lanes:
+ * each output is eight running sums over k, then a fixed tree.
  */
-static float
-dot_f32(const float *w, const float *x, size_t n)
+static void
+scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	float s[8] = { 0 };
-	size_t i, j;
+	static _Thread_local float *row;
+	static _Thread_local int row_cap;
+	int r, t, k, j;
 
-	for (i = 0; i + 8 <= n; i += 8)
-		for (j = 0; j < 8; j++)
-			s[j] += w[i + j] * x[i + j];
-	for (; i < n; i++)
-		s[0] += w[i] * x[i];
-	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-static float
-dot_f16(const uint16_t *w, const float *x, size_t n)
-{
-	float s[8] = { 0 };
-	size_t i, j;
-
-	for (i = 0; i + 8 <= n; i += 8)
-		for (j = 0; j < 8; j++)
-			s[j] += f16_table[w[i + j]] * x[i + j];
-	for (; i < n; i++)
-		s[0] += f16_table[w[i]] * x[i];
-	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-static float
-dot_bf16(const uint16_t *w, const float *x, size_t n)
-{
-	float s[8] = { 0 };
-	size_t i, j;
-
-	for (i = 0; i + 8 <= n; i += 8)
-		for (j = 0; j < 8; j++)
-			s[j] += bf16_to_f32(w[i + j]) * x[i + j];
-	for (; i < n; i++)
-		s[0] += bf16_to_f32(w[i]) * x[i];
-	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-static float
-dot_q8_0(const struct block_q8_0 *b, const float *x, size_t n)
-{
-	float sum = 0;
-	size_t i, j;
-
-	for (i = 0; i < n / QK8_0; i++, x += QK8_0) {
-		float s[8] = { 0 };
-
-		for (j = 0; j < QK8_0; j += 8) {
-			s[0] += b[i].qs[j + 0] * x[j + 0];
-			s[1] += b[i].qs[j + 1] * x[j + 1];
-			s[2] += b[i].qs[j + 2] * x[j + 2];
-			s[3] += b[i].qs[j + 3] * x[j + 3];
-			s[4] += b[i].qs[j + 4] * x[j + 4];
-			s[5] += b[i].qs[j + 5] * x[j + 5];
-			s[6] += b[i].qs[j + 6] * x[j + 6];
-			s[7] += b[i].qs[j + 7] * x[j + 7];
-		}
-		sum += f16_table[b[i].d] *
-		    (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
+	if (cols > row_cap) {
+		free(row);
+		row = xmalloc((size_t)cols * sizeof *row);
+		row_cap = cols;
 	}
-	return sum;
+	for (r = r0; r < r1; r++) {
+		quant_dequant_row(type, (const char *)w + (size_t)r * row_bytes, row, (size_t)cols);
+		for (t = 0; t < T; t++) {
+			const float *xt = x + (size_t)t * ldx;
+			float a[8] = { 0 };
+
+			for (k = 0; k + 8 <= cols; k += 8)
+				for (j = 0; j < 8; j++)
+					a[j] += row[k + j] * xt[k + j];
+			for (j = 0; k + j < cols; j++)
+				a[j] += row[k + j] * xt[k + j];
+			out[(size_t)t * ldo + r] = ((a[0] + a[4]) + (a[2] + a[6])) +
+			    ((a[1] + a[5]) + (a[3] + a[7]));
+		}
+	}
+}
+
+void
+quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo)
+{
+	gemm_impl(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
 }
 
 float
 quant_dot_row(uint32_t type, const void *row, const float *x, size_t n)
 {
-	switch (type) {
-	case GGML_F32:  return dot_f32(row, x, n);
-	case GGML_F16:  return dot_f16(row, x, n);
-	case GGML_BF16: return dot_bf16(row, x, n);
-	case GGML_Q8_0: return dot_q8_0(row, x, n);
-	}
-	return NAN;
+	float out;
+
+	quant_gemm(type, row, 0, 0, 1, (int)n, x, n, 1, &out, 1);
+	return out;
+}
+
+/* What the processor and the operating system support. */
+static int
+cpu_isa(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d, xcr0_lo, xcr0_hi;
+	int avx, avx2, avx512;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))	/* OSXSAVE */
+		return QUANT_SCALAR;
+	__asm__ volatile ("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+	avx = (c & (1u << 28)) && (c & (1u << 12)) && (c & (1u << 29)) &&	/* AVX, FMA, F16C */
+	    (xcr0_lo & 6) == 6;						/* XMM and YMM state */
+	if (!avx || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		return QUANT_SCALAR;
+	avx2 = (b & (1u << 5)) != 0;
+	avx512 = avx2 && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&	/* F, BW, VL */
+	    (xcr0_lo & 0xe0) == 0xe0;					/* opmask and ZMM state */
+	if (avx512 && quant_avx512_built)
+		return QUANT_AVX512;
+	if (avx2 && quant_avx2_built)
+		return QUANT_AVX2;
+#endif
+	return QUANT_SCALAR;
+}
+
+int
+quant_set_isa(int isa)
+{
+	if (isa < QUANT_SCALAR || isa > cpu_isa())
+		return -1;
+	isa_in_use = isa;
+	gemm_impl = isa == QUANT_AVX512 ? quant_avx512_gemm :
+	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
+	return 0;
+}
+
+int
+quant_isa(void)
+{
+	return isa_in_use;
+}
+
+const char *
+quant_isa_name(int isa)
+{
+	return isa == QUANT_AVX512 ? "avx512" : isa == QUANT_AVX2 ? "avx2" : "scalar";
 }

@@ -31,6 +31,25 @@ size_t quant_row_bytes(uint32_t type, size_t n);
 /* Expand one row of n weights to f32. */
 void quant_dequant_row(uint32_t type, const void *row, float *out, size_t n);
 
+/* The instruction sets the kernels can use, best last. */
+enum { QUANT_SCALAR, QUANT_AVX2, QUANT_AVX512 };
+
+/* The kernels in use: the best the processor has, or $LLM_ISA (scalar, avx2, avx512) if lower. */
+int quant_isa(void);
+const char *quant_isa_name(int isa);
+/* Use another set; -1 if this processor or build cannot. For tests. */
+int quant_set_isa(int isa);
+
+/*
+ * out[t * ldo + r] = W[r] . X[t] for rows [r0, r1) of W (cols weights
+ * each, row_bytes apart) and tokens [0, T) of X (ldx floats apart).
+ * Each output is computed with the same operations whatever the rows and
+ * tokens computed with it, so a batch of tokens and the same tokens one
+ * at a time give bitwise the same results.
+ */
+void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo);
+
 /* The dot product of one row of n weights with the f32 vector x. */
 float quant_dot_row(uint32_t type, const void *row, const float *x, size_t n);
 

@@ -14,6 +14,7 @@
 #include "../lib/util.h"
 #include "check.h"
 #include "fixture.h"
+#include "ggufw.h"
 
 static char path[256];
 
@@ -286,6 +287,104 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 	model_free(&m);
 }
 
+/* Prefill in batches must equal decoding one token at a time, bit for bit. */
+static void
+batched_prefill_equals_token_by_token(uint32_t type)
+{
+	enum { N = 150 };
+	struct model mm;
+	struct kv a, b;
+	int ids[N], err, i, n;
+	float *one, *batch;
+
+	CHECK(model_load(&mm, tiny_model(type)) == 0, "%s", llm_err());
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 31 + 7) % mm.c.vocab_size;
+	one = xmalloc(mm.c.vocab_size * sizeof *one);
+	kv_init(&a, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+	for (i = 0; i < N; i++)
+		model_forward(&mm, &a, ids[i], i, i == N - 1, &err);
+	memcpy(one, mm.logits, mm.c.vocab_size * sizeof *one);
+	/* chunks of several sizes, crossing the MODEL_BATCH boundary */
+	for (n = 1; n <= N; n = n * 3 + 1) {
+		kv_init(&b, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+		for (i = 0; i < N; i += n) {
+			int k = N - i < n ? N - i : n;
+			batch = model_prefill(&mm, &b, ids + i, k, i, i + k == N, &err);
+			CHECK(!err, "%s", llm_err());
+		}
+		CHECK(memcmp(batch, one, mm.c.vocab_size * sizeof *one) == 0,
+		    "%s: chunks of %d differ from one token at a time", gguf_type_name(type), n);
+		for (int l = 0; l < a.n_layers; l++)	/* the filled rows; the rest is spare */
+			CHECK(memcmp(kv_k_read(&a, l, 0), kv_k_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0 &&
+			    memcmp(kv_v_read(&a, l, 0), kv_v_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0,
+			    "%s: chunks of %d: layer %d of the caches differs", gguf_type_name(type), n, l);
+		kv_free(&b);
+	}
+	kv_free(&a);
+	free(one);
+	model_free(&mm);
+}
+
+static void batched_prefill_equals_token_by_token_f32(void) { batched_prefill_equals_token_by_token(GGML_F32); }
+static void batched_prefill_equals_token_by_token_f16(void) { batched_prefill_equals_token_by_token(GGML_F16); }
+static void batched_prefill_equals_token_by_token_bf16(void) { batched_prefill_equals_token_by_token(GGML_BF16); }
+static void batched_prefill_equals_token_by_token_q8_0(void) { batched_prefill_equals_token_by_token(GGML_Q8_0); }
+
+/* Every instruction set the processor has against the portable kernel. */
+static void
+simd_kernels_match_the_scalar_kernel(void)
+{
+	static const uint32_t types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0 };
+	enum { ROWS = 37, T = 11, MAXC = 576 };
+	static const int cols_list[] = { 576, 96, 40, 13 };	/* whole chunks and tails */
+	int best = quant_isa(), isa, ti, ci, r, t, i;
+	uint64_t seed = 99;
+	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
+	float ref[T][ROWS], got[T][ROWS], one;
+	unsigned char *q = xmalloc(ROWS * MAXC * 4);
+
+	for (i = 0; i < ROWS * MAXC; i++)
+		w[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1;
+	for (i = 0; i < T * MAXC; i++)
+		x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1;
+	for (ti = 0; ti < 4; ti++)
+		for (ci = 0; ci < 4; ci++) {
+			int cols = cols_list[ci];
+			size_t rb;
+			if (types[ti] == GGML_Q8_0 && cols % 32)
+				continue;
+			rb = quant_row_bytes(types[ti], (size_t)cols);
+			for (r = 0; r < ROWS; r++)
+				quantize_row(types[ti], w + r * MAXC, q + r * rb, (size_t)cols);
+			quant_set_isa(QUANT_SCALAR);
+			quant_gemm(types[ti], q, rb, 0, ROWS, cols, x, MAXC, T, &ref[0][0], ROWS);
+			for (isa = QUANT_SCALAR; isa <= best; isa++) {
+				/* relative to the largest output, as the logits tests measure */
+				double worst = 0, scale = 0;
+				quant_set_isa(isa);
+				quant_gemm(types[ti], q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
+				for (t = 0; t < T; t++)
+					for (r = 0; r < ROWS; r++)
+						scale = fmax(scale, fabs(ref[t][r]));
+				for (t = 0; t < T; t++)
+					for (r = 0; r < ROWS; r++) {
+						double e = fabs(got[t][r] - ref[t][r]) / scale;
+						worst = e > worst ? e : worst;
+						/* one row, one token: the same bits as in the batch */
+						quant_gemm(types[ti], q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
+						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
+						    quant_isa_name(isa), gguf_type_name(types[ti]), cols, r, t);
+					}
+				CHECK(worst < 1e-5, "%s %s cols %d: relative error %g against scalar",
+				    quant_isa_name(isa), gguf_type_name(types[ti]), cols, worst);
+			}
+		}
+	quant_set_isa(best);
+	printf("# kernels checked: scalar..%s\n", quant_isa_name(best));
+	free(w), free(x), free(q);
+}
+
 int
 main(void)
 {
@@ -296,5 +395,10 @@ main(void)
 	TEST(grow_on_demand_is_bitwise_identical_to_prealloc);
 	TEST(forward_refuses_positions_past_max_ctx);
 	TEST(missing_optional_keys_take_llama_cpp_defaults);
+	TEST(batched_prefill_equals_token_by_token_f32);
+	TEST(batched_prefill_equals_token_by_token_f16);
+	TEST(batched_prefill_equals_token_by_token_bf16);
+	TEST(batched_prefill_equals_token_by_token_q8_0);
+	TEST(simd_kernels_match_the_scalar_kernel);
 	CHECK_EXIT();
 }

@@ -1,0 +1,86 @@
+/*
+ * quant_avx2.c: the matmul kernels for AVX2 with FMA and F16C.
+ * Built with -mavx2 -mfma -mf16c; quant.c calls it only when cpuid
+ * says the processor has them.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "quant.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+extern float quant_f16_table[1 << 16];
+
+#define VEC __m256
+#define LANES 8
+#define ROWS 4
+#define TOKS 2
+#define PREFIX quant_avx2_
+#define ZERO() _mm256_setzero_ps()
+#define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+
+/* Tails: copy the last n < 8 elements into a zeroed vector. */
+static inline __attribute__((always_inline)) __m256
+tail_f32(const float *p, int n)
+{
+	float v[8] = { 0 };
+	memcpy(v, p, (size_t)n * sizeof *v);
+	return _mm256_loadu_ps(v);
+}
+
+static inline __attribute__((always_inline)) __m128i
+tail_u16(const uint16_t *p, int n)
+{
+	uint16_t v[8] = { 0 };
+	memcpy(v, p, (size_t)n * sizeof *v);
+	return _mm_loadu_si128((const __m128i *)v);
+}
+
+#define LOADX(p) _mm256_loadu_ps(p)
+#define LOADX_TAIL(p, n) tail_f32(p, n)
+#define LOAD_F32(row, k) _mm256_loadu_ps((const float *)(row) + (k))
+#define LOAD_F32_TAIL(row, k, n) tail_f32((const float *)(row) + (k), n)
+#define LOAD_F16(row, k) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)(row) + (k))))
+#define LOAD_F16_TAIL(row, k, n) _mm256_cvtph_ps(tail_u16((const uint16_t *)(row) + (k), n))
+#define BF16_WIDEN(v) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16))
+#define LOAD_BF16(row, k) BF16_WIDEN(_mm_loadu_si128((const __m128i *)((const uint16_t *)(row) + (k))))
+#define LOAD_BF16_TAIL(row, k, n) BF16_WIDEN(tail_u16((const uint16_t *)(row) + (k), n))
+
+static inline __attribute__((always_inline)) __m256
+load_q8_0(const void *row, int k)
+{
+	const struct block_q8_0 *b = (const struct block_q8_0 *)row + k / QK8_0;
+	__m128i q = _mm_loadl_epi64((const __m128i *)(b->qs + k % QK8_0));
+
+	return _mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]),
+	    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+}
+#define LOAD_Q8_0(row, k, ...) load_q8_0(row, k)
+
+/* A fixed tree: 8 -> 4 -> 2 -> 1. */
+static inline __attribute__((always_inline)) float
+reduce256(__m256 v)
+{
+	__m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	__m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+	return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+#define REDUCE(v) reduce256(v)
+
+#include "quant_simd.h"
+
+int quant_avx2_built = 1;
+#else
+int quant_avx2_built = 0;
+void
+quant_avx2_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo)
+{
+	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
+	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+}
+#endif

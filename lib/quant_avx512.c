@@ -1,0 +1,70 @@
+/*
+ * quant_avx512.c: the matmul kernels for AVX-512 (F, BW, VL) with FMA.
+ * Built with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; quant.c calls
+ * it only when cpuid says the processor has them.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "quant.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
+#include <immintrin.h>
+
+extern float quant_f16_table[1 << 16];
+
+#define VEC __m512
+#define LANES 16
+#define ROWS 4
+#define TOKS 4
+#define PREFIX quant_avx512_
+#define ZERO() _mm512_setzero_ps()
+#define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define MASK(n) ((__mmask16)((1u << (n)) - 1))
+#define LOADX(p) _mm512_loadu_ps(p)
+#define LOADX_TAIL(p, n) _mm512_maskz_loadu_ps(MASK(n), p)
+#define LOAD_F32(row, k) _mm512_loadu_ps((const float *)(row) + (k))
+#define LOAD_F32_TAIL(row, k, n) _mm512_maskz_loadu_ps(MASK(n), (const float *)(row) + (k))
+#define LOAD_F16(row, k) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(row) + (k))))
+#define LOAD_F16_TAIL(row, k, n) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(MASK(n), (const uint16_t *)(row) + (k)))
+#define BF16_WIDEN(v) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16))
+#define LOAD_BF16(row, k) BF16_WIDEN(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(row) + (k))))
+#define LOAD_BF16_TAIL(row, k, n) BF16_WIDEN(_mm256_maskz_loadu_epi16(MASK(n), (const uint16_t *)(row) + (k)))
+
+/* 16 weights of a q8_0 row from element k: the f32 products d * q. */
+static inline __attribute__((always_inline)) __m512
+load_q8_0(const void *row, int k)
+{
+	const struct block_q8_0 *b = (const struct block_q8_0 *)row + k / QK8_0;
+	__m128i q = _mm_loadu_si128((const __m128i *)(b->qs + k % QK8_0));
+
+	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
+	    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+}
+#define LOAD_Q8_0(row, k, ...) load_q8_0(row, k)
+
+/* A fixed tree: 16 -> 8 -> 4 -> 2 -> 1. */
+static inline __attribute__((always_inline)) float
+reduce512(__m512 v)
+{
+	__m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+	__m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+	__m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+	return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+#define REDUCE(v) reduce512(v)
+
+#include "quant_simd.h"
+
+int quant_avx512_built = 1;
+#else
+int quant_avx512_built = 0;
+void
+quant_avx512_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo)
+{
+	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
+	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+}
+#endif
