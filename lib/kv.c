@@ -119,18 +119,6 @@ kv_v_write(struct kv *kv, int layer, int pos)
 	return kv->v + offset(kv, layer, pos);
 }
 
-const float *
-kv_k_read(const struct kv *kv, int layer, int pos)
-{
-	return kv->k + offset(kv, layer, pos);
-}
-
-const float *
-kv_v_read(const struct kv *kv, int layer, int pos)
-{
-	return kv->v + offset(kv, layer, pos);
-}
-
 int
 kv_set_seq_len(struct kv *kv, int n)
 {

@@ -32,9 +32,18 @@ int kv_grow_to(struct kv *kv, int npos);
 float *kv_k_write(struct kv *kv, int layer, int pos);
 float *kv_v_write(struct kv *kv, int layer, int pos);
 
-/* Read accessors: never grow; pos must be below cap. */
-const float *kv_k_read(const struct kv *kv, int layer, int pos);
-const float *kv_v_read(const struct kv *kv, int layer, int pos);
+/* Read accessors: never grow; pos must be below cap.  Inline: attention calls them per row. */
+static inline const float *
+kv_k_read(const struct kv *kv, int layer, int pos)
+{
+	return kv->k + ((size_t)layer * kv->cap + pos) * kv->kv_dim;
+}
+
+static inline const float *
+kv_v_read(const struct kv *kv, int layer, int pos)
+{
+	return kv->v + ((size_t)layer * kv->cap + pos) * kv->kv_dim;
+}
 
 /* Grow ahead to n positions and mark them filled. */
 int kv_set_seq_len(struct kv *kv, int n);

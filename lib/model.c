@@ -462,7 +462,7 @@ attention_worker(void *arg, int ith, int nth)
 	int q_dim = c->n_heads * c->head_dim;
 	float scale = 1.0f / sqrtf((float)c->head_dim);
 	float *att = m->att + (size_t)ith * m->att_cap;
-	int work, t, d;
+	int work, t;
 
 	for (work = ith; work < job->n * c->n_heads; work += nth) {
 		int i = work / c->n_heads, h = work % c->n_heads, last = job->pos + i;
@@ -470,23 +470,17 @@ attention_worker(void *arg, int ith, int nth)
 		float *out = m->xb + (size_t)i * q_dim + h * c->head_dim;
 		int kvh = h / group;	/* GQA: heads share a KV head */
 
-		for (t = 0; t <= last; t++) {
-			const float *k = kv_k_read(job->kv, job->layer, t) + kvh * c->head_dim;
-			float s = 0;
-
-			for (d = 0; d < c->head_dim; d++)
-				s += q[d] * k[d];
-			att[t] = s * scale;
-		}
+		/* scores: the cached keys are rows kv_dim apart, so this is a matmul */
+		quant_gemm(GGML_F32, kv_k_read(job->kv, job->layer, 0) + kvh * c->head_dim,
+		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim, q,
+		    (size_t)c->head_dim, 1, att, 1);
+		for (t = 0; t <= last; t++)
+			att[t] *= scale;
 		softmax(att, last + 1);
 		memset(out, 0, (size_t)c->head_dim * sizeof *out);
-		for (t = 0; t <= last; t++) {
-			const float *v = kv_v_read(job->kv, job->layer, t) + kvh * c->head_dim;
-			float a = att[t];
-
-			for (d = 0; d < c->head_dim; d++)
-				out[d] += a * v[d];
-		}
+		for (t = 0; t <= last; t++)
+			quant_axpy(c->head_dim, att[t],
+			    kv_v_read(job->kv, job->layer, t) + kvh * c->head_dim, out);
 	}
 }
 

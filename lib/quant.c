@@ -21,6 +21,10 @@ float quant_f16_table[1 << 16];
 typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 gemm_fn quant_avx2_gemm, quant_avx512_gemm;
+typedef void axpy_fn(int n, float a, const float *x, float *y);
+axpy_fn quant_avx2_axpy, quant_avx512_axpy;
+static axpy_fn scalar_axpy;
+static axpy_fn *axpy_impl = scalar_axpy;
 extern int quant_avx2_built, quant_avx512_built;
 static gemm_fn scalar_gemm;
 static gemm_fn *gemm_impl = scalar_gemm;
@@ -224,6 +228,21 @@ quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int c
 	gemm_impl(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
 }
 
+static void
+scalar_axpy(int n, float a, const float *x, float *y)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+void
+quant_axpy(int n, float a, const float *x, float *y)
+{
+	axpy_impl(n, a, x, y);
+}
+
 float
 quant_dot_row(uint32_t type, const void *row, const float *x, size_t n)
 {
@@ -267,6 +286,8 @@ quant_set_isa(int isa)
 	isa_in_use = isa;
 	gemm_impl = isa == QUANT_AVX512 ? quant_avx512_gemm :
 	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
+	axpy_impl = isa == QUANT_AVX512 ? quant_avx512_axpy :
+	    isa == QUANT_AVX2 ? quant_avx2_axpy : scalar_axpy;
 	return 0;
 }
 

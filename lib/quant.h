@@ -50,6 +50,9 @@ int quant_set_isa(int isa);
 void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 
+/* y[0..n) += a * x[0..n), with the kernels in use. */
+void quant_axpy(int n, float a, const float *x, float *y);
+
 /* The dot product of one row of n weights with the f32 vector x. */
 float quant_dot_row(uint32_t type, const void *row, const float *x, size_t n);
 

@@ -5,6 +5,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
@@ -40,6 +41,17 @@ tail_u16(const uint16_t *p, int n)
 	return _mm_loadu_si128((const __m128i *)v);
 }
 
+static inline __attribute__((always_inline)) void
+store_tail(float *p, __m256 v, int n)
+{
+	float t[8];
+	_mm256_storeu_ps(t, v);
+	memcpy(p, t, (size_t)n * sizeof *t);
+}
+
+#define SET1(a) _mm256_set1_ps(a)
+#define STORE(p, v) _mm256_storeu_ps(p, v)
+#define STORE_TAIL(p, v, n) store_tail(p, v, n)
 #define LOADX(p) _mm256_loadu_ps(p)
 #define LOADX_TAIL(p, n) tail_f32(p, n)
 #define LOAD_F32(row, k) _mm256_loadu_ps((const float *)(row) + (k))
@@ -82,5 +94,10 @@ quant_avx2_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 {
 	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
 	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+}
+void
+quant_avx2_axpy(int n, float a, const float *x, float *y)
+{
+	(void)n, (void)a, (void)x, (void)y;
 }
 #endif

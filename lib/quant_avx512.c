@@ -5,6 +5,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "gguf.h"
 #include "quant.h"
@@ -22,6 +23,9 @@ extern float quant_f16_table[1 << 16];
 #define ZERO() _mm512_setzero_ps()
 #define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define MASK(n) ((__mmask16)((1u << (n)) - 1))
+#define SET1(a) _mm512_set1_ps(a)
+#define STORE(p, v) _mm512_storeu_ps(p, v)
+#define STORE_TAIL(p, v, n) _mm512_mask_storeu_ps(p, MASK(n), v)
 #define LOADX(p) _mm512_loadu_ps(p)
 #define LOADX_TAIL(p, n) _mm512_maskz_loadu_ps(MASK(n), p)
 #define LOAD_F32(row, k) _mm512_loadu_ps((const float *)(row) + (k))
@@ -66,5 +70,10 @@ quant_avx512_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
 {
 	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
 	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+}
+void
+quant_avx512_axpy(int n, float a, const float *x, float *y)
+{
+	(void)n, (void)a, (void)x, (void)y;
 }
 #endif

@@ -14,6 +14,15 @@
  * LOAD_Q8_0(row, k), and PREFIX for the function names.
  */
 
+/* The tile loops must unroll fully so the accumulators live in registers. */
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#elif defined(__GNUC__)
+#define UNROLL _Pragma("GCC unroll 8")
+#else
+#define UNROLL
+#endif
+
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 
@@ -26,30 +35,48 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	VEC acc[8][4], wv[8];                                                            \
 	int r, t, k = 0;                                                                 \
                                                                                          \
-	for (r = 0; r < R; r++)                                                          \
-		for (t = 0; t < T; t++)                                                  \
+	UNROLL for (r = 0; r < R; r++)                                                   \
+		UNROLL for (t = 0; t < T; t++)                                           \
 			acc[r][t] = ZERO();                                              \
 	for (; k + LANES <= cols; k += LANES) {                                          \
-		for (r = 0; r < R; r++)                                                  \
+		/* rows are short: fetch the tile after next, the hardware won't */      \
+		UNROLL for (r = 0; r < R; r++)                                           \
+			PREFETCH(w + (size_t)(r + 2 * R) * row_bytes + BYTE_OF_##TYPE(k)); \
+		UNROLL for (r = 0; r < R; r++)                                           \
 			wv[r] = LOAD(w + (size_t)r * row_bytes, k);                      \
-		for (t = 0; t < T; t++) {                                                \
+		UNROLL for (t = 0; t < T; t++) {                                         \
 			VEC xv = LOADX(x + (size_t)t * ldx + k);                         \
-			for (r = 0; r < R; r++)                                          \
+			UNROLL for (r = 0; r < R; r++)                                   \
 				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
 		}                                                                        \
 	}                                                                                \
 	if (k < cols) {                                                                  \
-		for (r = 0; r < R; r++)                                                  \
+		UNROLL for (r = 0; r < R; r++)                                           \
 			wv[r] = LOAD_TAIL(w + (size_t)r * row_bytes, k, cols - k);       \
-		for (t = 0; t < T; t++) {                                                \
+		UNROLL for (t = 0; t < T; t++) {                                         \
 			VEC xv = LOADX_TAIL(x + (size_t)t * ldx + k, cols - k);          \
-			for (r = 0; r < R; r++)                                          \
+			UNROLL for (r = 0; r < R; r++)                                   \
 				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
 		}                                                                        \
 	}                                                                                \
-	for (r = 0; r < R; r++)                                                          \
-		for (t = 0; t < T; t++)                                                  \
+	UNROLL for (r = 0; r < R; r++)                                                   \
+		UNROLL for (t = 0; t < T; t++)                                           \
 			out[(size_t)t * ldo + r] = REDUCE(acc[r][t]);                    \
+}                                                                                        \
+                                                                                         \
+/* Widen rows to f32 with the kernel's own conversion: the same bits. */     \
+static void                                                                              \
+CAT(PREFIX, widen_##TYPE)(const char *w, size_t row_bytes, int R, int cols, float *out)  \
+{                                                                                        \
+	int r, k;                                                                        \
+                                                                                         \
+	for (r = 0; r < R; r++) {                                                        \
+		for (k = 0; k + LANES <= cols; k += LANES)                               \
+			STORE(out + (size_t)r * cols + k, LOAD(w + (size_t)r * row_bytes, k)); \
+		if (k < cols)                                                            \
+			STORE_TAIL(out + (size_t)r * cols + k,                           \
+			    LOAD_TAIL(w + (size_t)r * row_bytes, k, cols - k), cols - k); \
+	}                                                                                \
 }                                                                                        \
                                                                                          \
 static void                                                                              \
@@ -58,7 +85,15 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 {                                                                                        \
 	int r = r0, t;                                                                   \
                                                                                          \
-	if (T == 1) {                                                                    \
+	if (T >= 2 * TOKS && !IS_F32_##TYPE) {                                           \
+		/* a batch: widen each row tile once, not once per token group */        \
+		float *tile = scratch((size_t)ROWS * cols);                              \
+		for (; r + ROWS <= r1; r += ROWS) {                                      \
+			CAT(PREFIX, widen_##TYPE)(w + (size_t)r * row_bytes, row_bytes, ROWS, cols, tile); \
+			CAT(PREFIX, gemm_f32)((const char *)tile, (size_t)cols * 4, 0, ROWS, cols, \
+			    x, ldx, T, out + r, ldo);                                    \
+		}                                                                        \
+	} else if (T == 1) {                                                             \
 		/* decode: eight rows at a time hide the FMA latency */                  \
 		for (; r + 8 <= r1; r += 8)                                              \
 			CAT(PREFIX, tile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 8,  \
@@ -80,10 +115,51 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 			    cols, x + (size_t)t * ldx, ldx, 1, out + (size_t)t * ldo + r, ldo); \
 }
 
+#define IS_F32_f32 1
+#define IS_F32_f16 0
+#define IS_F32_bf16 0
+#define IS_F32_q8_0 0
+
+/* A per-thread buffer for widened rows. */
+static float *
+scratch(size_t n)
+{
+	static _Thread_local float *buf;
+	static _Thread_local size_t cap;
+
+	if (n > cap) {
+		free(buf);
+		if (!(buf = malloc(n * sizeof *buf)))
+			abort();	/* a few KiB: no recovery worth having */
+		cap = n;
+	}
+	return buf;
+}
+
+/* The byte offset of element k in a row, for the prefetch. */
+#define BYTE_OF_f32(k) ((size_t)(k) * 4)
+#define BYTE_OF_f16(k) ((size_t)(k) * 2)
+#define BYTE_OF_bf16(k) ((size_t)(k) * 2)
+#define BYTE_OF_q8_0(k) ((size_t)(k) / QK8_0 * sizeof(struct block_q8_0))
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+
 DEFINE_TILE(f32, LOAD_F32, LOAD_F32_TAIL)
 DEFINE_TILE(f16, LOAD_F16, LOAD_F16_TAIL)
 DEFINE_TILE(bf16, LOAD_BF16, LOAD_BF16_TAIL)
 DEFINE_TILE(q8_0, LOAD_Q8_0, LOAD_Q8_0)	/* rows are whole blocks: no tail */
+
+/* y += a * x, for attention's weighted sum of values. */
+void
+CAT(PREFIX, axpy)(int n, float a, const float *x, float *y)
+{
+	VEC av = SET1(a);
+	int k = 0;
+
+	for (; k + LANES <= n; k += LANES)
+		STORE(y + k, FMA(av, LOADX(x + k), LOADX(y + k)));
+	if (k < n)
+		STORE_TAIL(y + k, FMA(av, LOADX_TAIL(x + k, n - k), LOADX_TAIL(y + k, n - k)), n - k);
+}
 
 void
 CAT(PREFIX, gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
