@@ -75,3 +75,29 @@ for v in starcoder llama-spm; do
 		printf "tokenizer %-10s %6.1f MB/s (1 MB, including loading the vocabulary)\n", "'$v'", 1.048576 / (t1 - t0)
 	}'
 done
+
+# Snapshots: build a 2000-token context, save it, then compare the time to
+# the first new token when resuming with 16 new tokens against recomputing
+# all 2016 tokens; and the snapshot write and read rates.
+if [ -z "${BENCH_SKIP_RESUME:-}" ]; then
+	m="$TMP/smollm2-135m-q8_0.gguf"
+	[ -f "$m" ] || tests/mkmodel -s smollm2-135m -t q8_0 -o "$m" || exit 1
+	awk 'BEGIN { for (i = 0; i < 2000; i++) print 1000 + (i * 7919) % 40000 }' >"$TMP/ctx2000"
+	{ cat "$TMP/ctx2000"; awk 'BEGIN { for (i = 0; i < 16; i++) print 500 + i }'; } >"$TMP/ctx2016"
+	cmd/llm-decode -m "$m" -n 0 --kv-out "$TMP/ctx.kv" --stats-json <"$TMP/ctx2000" >/dev/null 2>"$TMP/build" || exit 1
+	sync
+	cmd/llm-decode -m "$m" -n 1 --greedy --kv-in "$TMP/ctx.kv" --stats-json <"$TMP/ctx2016" >/dev/null 2>"$TMP/resume" || exit 1
+	cmd/llm-decode -m "$m" -n 1 --greedy --stats-json <"$TMP/ctx2016" >/dev/null 2>"$TMP/scratch" || exit 1
+	size=$(wc -c <"$TMP/ctx.kv")
+	# write and read rates, timed around the library calls by llm-decode's own clock
+	t0=$(date +%s.%N); cmd/llm-decode -m "$m" -n 0 --kv-in "$TMP/ctx.kv" --kv-out "$TMP/ctx2.kv" <"$TMP/ctx2000" >/dev/null 2>&1; t1=$(date +%s.%N)
+	t2=$(date +%s.%N); cmd/llm-kvstat "$TMP/ctx.kv" >/dev/null; t3=$(date +%s.%N)
+	awk -v r="$(json ttft_ms "$TMP/resume")" -v s="$(json ttft_ms "$TMP/scratch")" \
+	    -v reused="$(json reused_tokens "$TMP/resume")" -v size="$size" \
+	    -v w="$(echo "$t1 - $t0" | bc 2>/dev/null || awk -v a="$t1" -v b="$t0" 'BEGIN{print a-b}')" \
+	    -v rd="$(awk -v a="$t3" -v b="$t2" 'BEGIN{print a-b}')" 'BEGIN {
+		printf "\nresume (q8_0, 2 threads): 2000-token snapshot of %.1f MB, 16 new tokens\n", size / 1e6
+		printf "  time to first token: resumed %.1f ms (%d reused), recomputed %.1f ms: %.0fx faster\n", r, reused, s, s / r
+		printf "  snapshot load+rewrite+save run: %.2f s; llm-kvstat read and check: %.0f MB/s\n", w, size / 1e6 / rd
+	}'
+fi

@@ -449,8 +449,9 @@ struct attn_job {
 
 /*
  * Causal attention: token i of the batch (position pos + i) attends to
- * positions [0, pos + i] of the cache, head by head.  Threads share out
- * the (token, head) pairs; each uses its own row of scores.
+ * positions [0, pos + i] of the cache.  The query heads that share a KV
+ * head (GQA) go together, so each cached row is read once for them.
+ * Threads share out the (token, KV head) pairs; each has its own scores.
  */
 static void
 attention_worker(void *arg, int ith, int nth)
@@ -461,26 +462,28 @@ attention_worker(void *arg, int ith, int nth)
 	int group = c->n_heads / c->n_kv_heads;	/* query heads per KV head */
 	int q_dim = c->n_heads * c->head_dim;
 	float scale = 1.0f / sqrtf((float)c->head_dim);
-	float *att = m->att + (size_t)ith * m->att_cap;
-	int work, t;
+	float *att = m->att + (size_t)ith * group * m->att_cap;
+	int work, t, g;
 
-	for (work = ith; work < job->n * c->n_heads; work += nth) {
-		int i = work / c->n_heads, h = work % c->n_heads, last = job->pos + i;
-		const float *q = m->q + (size_t)i * q_dim + h * c->head_dim;
-		float *out = m->xb + (size_t)i * q_dim + h * c->head_dim;
-		int kvh = h / group;	/* GQA: heads share a KV head */
+	for (work = ith; work < job->n * c->n_kv_heads; work += nth) {
+		int i = work / c->n_kv_heads, kvh = work % c->n_kv_heads, last = job->pos + i;
+		size_t first_head = (size_t)i * q_dim + (size_t)kvh * group * c->head_dim;
 
 		/* scores: the cached keys are rows kv_dim apart, so this is a matmul */
 		quant_gemm(GGML_F32, kv_k_read(job->kv, job->layer, 0) + kvh * c->head_dim,
-		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim, q,
-		    (size_t)c->head_dim, 1, att, 1);
-		for (t = 0; t <= last; t++)
-			att[t] *= scale;
-		softmax(att, last + 1);
-		memset(out, 0, (size_t)c->head_dim * sizeof *out);
-		for (t = 0; t <= last; t++)
-			quant_axpy(c->head_dim, att[t],
-			    kv_v_read(job->kv, job->layer, t) + kvh * c->head_dim, out);
+		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim,
+		    m->q + first_head, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
+		for (g = 0; g < group; g++) {
+			float *a = att + (size_t)g * m->att_cap;
+			for (t = 0; t <= last; t++)
+				a[t] *= scale;
+			softmax(a, last + 1);
+		}
+		for (g = 0; g < group; g += 8)
+			quant_attn_values(last + 1, group - g < 8 ? group - g : 8,
+			    att + (size_t)g * m->att_cap, (size_t)m->att_cap,
+			    kv_v_read(job->kv, job->layer, 0) + kvh * c->head_dim, (size_t)c->kv_dim,
+			    c->head_dim, m->xb + first_head + (size_t)g * c->head_dim, (size_t)c->head_dim);
 	}
 }
 
@@ -515,7 +518,7 @@ model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, in
 		while (cap < pos + n)
 			cap *= 2;
 		free(m->att);
-		m->att = xmalloc((size_t)nth * cap * sizeof(float));
+		m->att = xmalloc((size_t)nth * (c->n_heads / c->n_kv_heads) * cap * sizeof(float));
 		m->att_cap = cap;
 		m->att_threads = nth;
 	}

@@ -21,10 +21,11 @@ float quant_f16_table[1 << 16];
 typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 gemm_fn quant_avx2_gemm, quant_avx512_gemm;
-typedef void axpy_fn(int n, float a, const float *x, float *y);
-axpy_fn quant_avx2_axpy, quant_avx512_axpy;
-static axpy_fn scalar_axpy;
-static axpy_fn *axpy_impl = scalar_axpy;
+typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out);
+values_fn quant_avx2_attn_values, quant_avx512_attn_values;
+static values_fn scalar_attn_values;
+static values_fn *values_impl = scalar_attn_values;
 extern int quant_avx2_built, quant_avx512_built;
 static gemm_fn scalar_gemm;
 static gemm_fn *gemm_impl = scalar_gemm;
@@ -229,18 +230,25 @@ quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int c
 }
 
 static void
-scalar_axpy(int n, float a, const float *x, float *y)
+scalar_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
 {
-	int i;
+	int h, t, d;
 
-	for (i = 0; i < n; i++)
-		y[i] += a * x[i];
+	for (h = 0; h < heads; h++) {
+		float *o = out + (size_t)h * ld_out;
+		memset(o, 0, (size_t)dim * sizeof *o);
+		for (t = 0; t < n_pos; t++)
+			for (d = 0; d < dim; d++)
+				o[d] += att[(size_t)h * ld_att + t] * v[(size_t)t * ld_v + d];
+	}
 }
 
 void
-quant_axpy(int n, float a, const float *x, float *y)
+quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
 {
-	axpy_impl(n, a, x, y);
+	values_impl(n_pos, heads, att, ld_att, v, ld_v, dim, out, ld_out);
 }
 
 float
@@ -286,8 +294,8 @@ quant_set_isa(int isa)
 	isa_in_use = isa;
 	gemm_impl = isa == QUANT_AVX512 ? quant_avx512_gemm :
 	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
-	axpy_impl = isa == QUANT_AVX512 ? quant_avx512_axpy :
-	    isa == QUANT_AVX2 ? quant_avx2_axpy : scalar_axpy;
+	values_impl = isa == QUANT_AVX512 ? quant_avx512_attn_values :
+	    isa == QUANT_AVX2 ? quant_avx2_attn_values : scalar_attn_values;
 	return 0;
 }
 

@@ -50,8 +50,13 @@ int quant_set_isa(int isa);
 void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 
-/* y[0..n) += a * x[0..n), with the kernels in use. */
-void quant_axpy(int n, float a, const float *x, float *y);
+/*
+ * Attention's weighted sum of values for up to 8 heads that share them:
+ * out[h * ld_out + d] = sum over t < n_pos of att[h * ld_att + t] *
+ * v[t * ld_v + d], summed in order of t.
+ */
+void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out);
 
 /* The dot product of one row of n weights with the f32 vector x. */
 float quant_dot_row(uint32_t type, const void *row, const float *x, size_t n);

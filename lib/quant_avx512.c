@@ -72,8 +72,10 @@ quant_avx512_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
 	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
 }
 void
-quant_avx512_axpy(int n, float a, const float *x, float *y)
+quant_avx512_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
 {
-	(void)n, (void)a, (void)x, (void)y;
+	(void)n_pos, (void)heads, (void)att, (void)ld_att, (void)v, (void)ld_v;
+	(void)dim, (void)out, (void)ld_out;
 }
 #endif

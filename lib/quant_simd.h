@@ -101,12 +101,17 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 	} else {                                                                         \
 		for (; r + ROWS <= r1; r += ROWS) {                                      \
 			const char *wr = w + (size_t)r * row_bytes;                      \
-			for (t = 0; t + TOKS <= T; t += TOKS)                            \
-				CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols,      \
-				    x + (size_t)t * ldx, ldx, TOKS, out + (size_t)t * ldo + r, ldo); \
-			for (; t < T; t++)                                               \
-				CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols,      \
-				    x + (size_t)t * ldx, ldx, 1, out + (size_t)t * ldo + r, ldo); \
+			for (t = 0; t < T; t += TOKS) {                                  \
+				const float *xt = x + (size_t)t * ldx;                   \
+				float *ot = out + (size_t)t * ldo + r;                   \
+				/* constant shapes, so the accumulators stay in registers */ \
+				switch (T - t < TOKS ? T - t : TOKS) {                   \
+				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo); break; \
+				case 2: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 2, ot, ldo); break; \
+				case 3: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 3, ot, ldo); break; \
+				default: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, TOKS, ot, ldo); break; \
+				}                                                        \
+			}                                                                \
 		}                                                                        \
 	}                                                                                \
 	for (; r < r1; r++)                                                              \
@@ -148,17 +153,66 @@ DEFINE_TILE(f16, LOAD_F16, LOAD_F16_TAIL)
 DEFINE_TILE(bf16, LOAD_BF16, LOAD_BF16_TAIL)
 DEFINE_TILE(q8_0, LOAD_Q8_0, LOAD_Q8_0)	/* rows are whole blocks: no tail */
 
-/* y += a * x, for attention's weighted sum of values. */
-void
-CAT(PREFIX, axpy)(int n, float a, const float *x, float *y)
+/*
+ * Attention's weighted sum of values for heads that share them (GQA):
+ * out[h][d] = sum over t of att[h][t] * v[t][d], one fused multiply-add
+ * per position in order, for h < heads (at most 8), d < dim.
+ */
+static inline __attribute__((always_inline)) void
+CAT(PREFIX, values_block)(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int nc, int n, float *out, size_t ld_out)
 {
-	VEC av = SET1(a);
-	int k = 0;
+	VEC acc[8][4], vv[4] = { ZERO(), ZERO(), ZERO(), ZERO() };
+	int t, h, c;
 
-	for (; k + LANES <= n; k += LANES)
-		STORE(y + k, FMA(av, LOADX(x + k), LOADX(y + k)));
-	if (k < n)
-		STORE_TAIL(y + k, FMA(av, LOADX_TAIL(x + k, n - k), LOADX_TAIL(y + k, n - k)), n - k);
+	UNROLL for (h = 0; h < heads; h++)
+		UNROLL for (c = 0; c < nc; c++)
+			acc[h][c] = ZERO();
+	for (t = 0; t < n_pos; t++) {
+		const float *row = v + (size_t)t * ld_v;
+		UNROLL for (c = 0; c < nc; c++)
+			vv[c] = c < nc - 1 || n == LANES ? LOADX(row + c * LANES) :
+			    LOADX_TAIL(row + c * LANES, n);
+		UNROLL for (h = 0; h < heads; h++) {
+			VEC a = SET1(att[(size_t)h * ld_att + t]);
+			UNROLL for (c = 0; c < nc; c++)
+				acc[h][c] = FMA(a, vv[c], acc[h][c]);
+		}
+	}
+	UNROLL for (h = 0; h < heads; h++)
+		UNROLL for (c = 0; c < nc; c++) {
+			float *o = out + (size_t)h * ld_out + c * LANES;
+			if (c < nc - 1 || n == LANES)
+				STORE(o, acc[h][c]);
+			else
+				STORE_TAIL(o, acc[h][c], n);
+		}
+}
+
+void
+CAT(PREFIX, attn_values)(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
+{
+	int d, nc, n;
+
+	/* up to four chunks of dim at once: heads x chunks independent chains */
+	for (d = 0; d < dim; d += 4 * LANES) {
+		nc = (dim - d + LANES - 1) / LANES;
+		nc = nc > 4 ? 4 : nc;
+		n = dim - d - (nc - 1) * LANES;	/* lanes in the last chunk */
+		n = n > LANES ? LANES : n;
+		/* the common shapes with constants, so the chains stay in registers */
+		if (nc == 4 && n == LANES && heads <= 4) {
+			switch (heads) {
+			case 1: CAT(PREFIX, values_block)(n_pos, 1, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
+			case 2: CAT(PREFIX, values_block)(n_pos, 2, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
+			case 3: CAT(PREFIX, values_block)(n_pos, 3, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
+			case 4: CAT(PREFIX, values_block)(n_pos, 4, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
+			}
+		} else {
+			CAT(PREFIX, values_block)(n_pos, heads, att, ld_att, v + d, ld_v, nc, n, out + d, ld_out);
+		}
+	}
 }
 
 void
