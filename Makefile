@@ -21,7 +21,7 @@ MAN5 = man/llm-kv.5
 TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
 TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/test_tok \
-	tests/test_snapshot
+	tests/test_snapshot tests/test_quant
 BENCHBIN = bench/membw
 
 all: $(LIB) $(BIN)
@@ -60,6 +60,7 @@ tests/test_gguf: tests/test_gguf.o
 tests/test_model: tests/test_model.o
 tests/test_tok: tests/test_tok.o
 tests/test_snapshot: tests/test_snapshot.o
+tests/test_quant: tests/test_quant.o
 
 # The probe is built to read as fast as the machine can.
 bench/membw: bench/membw.c

@@ -136,6 +136,8 @@ quant_supported(uint32_t type)
 {
 	switch (type) {
 	case GGML_F32: case GGML_F16: case GGML_BF16: case GGML_Q8_0:
+	case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1:
+	case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K:
 		return 1;
 	}
 	return 0;
@@ -144,7 +146,7 @@ quant_supported(uint32_t type)
 const char *
 quant_supported_list(void)
 {
-	return "f32, f16, bf16, q8_0";
+	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K";
 }
 
 size_t
@@ -156,36 +158,132 @@ quant_row_bytes(uint32_t type, size_t n)
 }
 
 void
-quant_dequant_row(uint32_t type, const void *row, float *out, size_t n)
+quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 {
-	const struct block_q8_0 *b;
-	const uint16_t *h;
-	size_t i, j;
-	float d;
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/*
+ * Each type's weights, exactly as ggml's dequantizers compute them:
+ * products and sums in f32, left to right, each rounded.
+ */
+void
+quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out)
+{
+	const uint16_t *h = row;
+	int i, j, off, sc, mn, g, l, shift;
+	float d, m;
 
 	switch (type) {
 	case GGML_F32:
-		memcpy(out, row, n * sizeof *out);
-		break;
+		memcpy(out, (const float *)row + k, (size_t)n * sizeof *out);
+		return;
 	case GGML_F16:
-		h = row;
 		for (i = 0; i < n; i++)
-			out[i] = f16_table[h[i]];
-		break;
+			out[i] = f16_table[h[k + i]];
+		return;
 	case GGML_BF16:
-		h = row;
 		for (i = 0; i < n; i++)
-			out[i] = bf16_to_f32(h[i]);
-		break;
-	case GGML_Q8_0:
-		b = row;
-		for (i = 0; i < n / QK8_0; i++) {
-			d = f16_table[b[i].d];
-			for (j = 0; j < QK8_0; j++)
-				out[i * QK8_0 + j] = d * b[i].qs[j];
-		}
-		break;
+			out[i] = bf16_to_f32(h[k + i]);
+		return;
+	case GGML_Q8_0: {
+		const struct block_q8_0 *b = (const struct block_q8_0 *)row + k / QK8_0;
+		d = f16_table[b->d];
+		for (i = 0, off = k % QK8_0; i < n; i++)
+			out[i] = d * (float)b->qs[off + i];
+		return;
 	}
+	case GGML_Q4_0: case GGML_Q4_1: {
+		const struct block_q4_0 *b0 = (const struct block_q4_0 *)row + k / 32;
+		const struct block_q4_1 *b1 = (const struct block_q4_1 *)row + k / 32;
+		const uint8_t *qs = type == GGML_Q4_0 ? b0->qs : b1->qs;
+		off = k % 32;
+		for (i = 0; i < n; i++) {
+			j = off + i;
+			int q = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
+			if (type == GGML_Q4_0)
+				out[i] = f16_table[b0->d] * (float)(q - 8);
+			else
+				out[i] = f16_table[b1->d] * (float)q + f16_table[b1->m];
+		}
+		return;
+	}
+	case GGML_Q5_0: case GGML_Q5_1: {
+		const struct block_q5_0 *b0 = (const struct block_q5_0 *)row + k / 32;
+		const struct block_q5_1 *b1 = (const struct block_q5_1 *)row + k / 32;
+		const uint8_t *qs = type == GGML_Q5_0 ? b0->qs : b1->qs;
+		uint32_t qh;
+		memcpy(&qh, type == GGML_Q5_0 ? b0->qh : b1->qh, 4);
+		off = k % 32;
+		for (i = 0; i < n; i++) {
+			j = off + i;
+			int q = (j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4) | (int)((qh >> j) & 1) << 4;
+			if (type == GGML_Q5_0)
+				out[i] = f16_table[b0->d] * (float)(q - 16);
+			else
+				out[i] = f16_table[b1->d] * (float)q + f16_table[b1->m];
+		}
+		return;
+	}
+	case GGML_Q4_K: case GGML_Q5_K: {
+		const struct block_q4_K *b4 = (const struct block_q4_K *)row + k / QK_K;
+		const struct block_q5_K *b5 = (const struct block_q5_K *)row + k / QK_K;
+		const uint8_t *scales = type == GGML_Q4_K ? b4->scales : b5->scales;
+		const uint8_t *qs = type == GGML_Q4_K ? b4->qs : b5->qs;
+		uint16_t dd = type == GGML_Q4_K ? b4->d : b5->d, dm = type == GGML_Q4_K ? b4->dmin : b5->dmin;
+		off = k % QK_K;
+		j = off / 32;			/* sub-block */
+		g = j / 2;			/* 64-weight group: its 32 bytes of qs */
+		shift = (j % 2) * 4;		/* low nibbles first, then high */
+		quant_k4_scale_min(j, scales, &sc, &mn);
+		d = f16_table[dd] * (float)sc;
+		m = f16_table[dm] * (float)mn;
+		for (i = 0; i < n; i++) {
+			l = off % 32 + i;
+			int q = (qs[32 * g + l] >> shift) & 0xf;
+			if (type == GGML_Q5_K)
+				q |= ((b5->qh[l] >> j) & 1) << 4;
+			out[i] = d * (float)q - m;
+		}
+		return;
+	}
+	case GGML_Q6_K: {
+		const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
+		off = k % QK_K;
+		int half = off / 128, quarter = off % 128 / 32;	/* which 32 of the half */
+		const uint8_t *ql = b->ql + 64 * half + (quarter & 1) * 32;
+		const uint8_t *qh = b->qh + 32 * half;
+		d = f16_table[b->d] * (float)b->scales[off / 16];
+		for (i = 0; i < n; i++) {
+			l = off % 32 + i;
+			int lo = quarter < 2 ? ql[l] & 0xf : ql[l] >> 4;
+			int hi = (qh[l] >> (2 * quarter)) & 3;
+			out[i] = d * (float)((lo | hi << 4) - 32);
+		}
+		return;
+	}
+	}
+}
+
+void
+quant_dequant_row(uint32_t type, const void *row, float *out, size_t n)
+{
+	size_t k;
+
+	if (type == GGML_F32) {
+		memcpy(out, row, n * sizeof *out);
+		return;
+	}
+	for (k = 0; k + 16 <= n; k += 16)
+		quant_dequant_chunk(type, row, (int)k, 16, out + k);
+	if (k < n)
+		quant_dequant_chunk(type, row, (int)k, (int)(n - k), out + k);
 }
 
 /*

@@ -13,6 +13,54 @@ struct block_q8_0 {
 	int8_t qs[QK8_0];
 };
 
+/*
+ * The block layouts of the GGUF specification (ggml's).  Each block
+ * holds 32 weights (256 for the K types) and f16 scales.
+ */
+#define QK4_0 32
+struct block_q4_0 {		/* w = d * (q - 8), q a nibble */
+	uint16_t d;
+	uint8_t qs[QK4_0 / 2];	/* weight j in the low nibble of qs[j % 16], j >= 16 in the high */
+};
+
+struct block_q4_1 {		/* w = d * q + m */
+	uint16_t d, m;
+	uint8_t qs[16];
+};
+
+struct block_q5_0 {		/* w = d * (q - 16), q = nibble | bit j of qh << 4 */
+	uint16_t d;
+	uint8_t qh[4];
+	uint8_t qs[16];
+};
+
+struct block_q5_1 {		/* w = d * q + m */
+	uint16_t d, m;
+	uint8_t qh[4];
+	uint8_t qs[16];
+};
+
+#define QK_K 256
+struct block_q4_K {		/* 8 sub-blocks of 32: w = d * sc * q - dmin * m */
+	uint16_t d, dmin;
+	uint8_t scales[12];	/* 6-bit sc and m for each sub-block, packed */
+	uint8_t qs[QK_K / 2];
+};
+
+struct block_q5_K {
+	uint16_t d, dmin;
+	uint8_t scales[12];
+	uint8_t qh[QK_K / 8];
+	uint8_t qs[QK_K / 2];
+};
+
+struct block_q6_K {		/* 16 sub-blocks of 16: w = d * sc * (q - 32) */
+	uint8_t ql[QK_K / 2];
+	uint8_t qh[QK_K / 4];
+	int8_t scales[QK_K / 16];
+	uint16_t d;
+};
+
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
@@ -30,6 +78,15 @@ size_t quant_row_bytes(uint32_t type, size_t n);
 
 /* Expand one row of n weights to f32. */
 void quant_dequant_row(uint32_t type, const void *row, float *out, size_t n);
+
+/*
+ * Expand weights [k, k + n) of a row, n <= 16, k a multiple of n: the
+ * reference every kernel agrees with bit for bit.
+ */
+void quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out);
+
+/* The 6-bit scale and min of sub-block j of a q4_K or q5_K block. */
+void quant_k4_scale_min(int j, const uint8_t *scales, int *sc, int *m);
 
 /* The instruction sets the kernels can use, best last. */
 enum { QUANT_SCALAR, QUANT_AVX2, QUANT_AVX512 };

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gguf.h"
 #include "quant.h"
@@ -47,6 +48,76 @@ load_q8_0(const void *row, int k)
 	    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
 }
 #define LOAD_Q8_0(row, k, ...) load_q8_0(row, k)
+
+/* Nibbles of 16 bytes: the low ones, or the high ones (shift 4), as 16 int32. */
+static inline __attribute__((always_inline)) __m512i
+nibbles(__m128i bytes, int high)
+{
+	if (high)
+		bytes = _mm_srli_epi16(bytes, 4);
+	return _mm512_cvtepu8_epi32(_mm_and_si128(bytes, _mm_set1_epi8(0x0f)));
+}
+
+/* q4_0: d * (q - 8) */
+static inline __attribute__((always_inline)) __m512
+load_q4_0(const void *row, int k)
+{
+	const struct block_q4_0 *b = (const struct block_q4_0 *)row + k / 32;
+	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
+
+	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
+	    _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))));
+}
+#define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
+
+/* q5_0: d * (q - 16), the fifth bit from qh */
+static inline __attribute__((always_inline)) __m512
+load_q5_0(const void *row, int k)
+{
+	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
+	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	q = _mm512_mask_add_epi32(q, (__mmask16)(qh >> (k % 32)), q, _mm512_set1_epi32(16));
+	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
+	    _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(16))));
+}
+#define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
+
+/* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
+static inline __attribute__((always_inline)) __m512
+load_q4_K(const void *row, int k)
+{
+	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
+	int off = k % QK_K, j = off / 32, sc, m;
+	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + off % 32)), j % 2);
+
+	quant_k4_scale_min(j, b->scales, &sc, &m);
+	return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)sc),
+	    _mm512_cvtepi32_ps(q)), _mm512_set1_ps(quant_f16_table[b->dmin] * (float)m));
+}
+#define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
+
+/* q6_K: (d * sc) * (q - 32), per sub-block of 16 */
+static inline __attribute__((always_inline)) __m512
+load_q6_K(const void *row, int k)
+{
+	const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
+	int off = k % QK_K, half = off / 128, quarter = off % 128 / 32, l = off % 32;
+	__m128i lo = _mm_loadu_si128((const __m128i *)(b->ql + 64 * half + (quarter & 1) * 32 + l));
+	__m128i hi = _mm_loadu_si128((const __m128i *)(b->qh + 32 * half + l));
+	__m512i q;
+
+	if (quarter >= 2)
+		lo = _mm_srli_epi16(lo, 4);
+	lo = _mm_and_si128(lo, _mm_set1_epi8(0x0f));
+	hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm_set1_epi8(3));
+	q = _mm512_cvtepu8_epi32(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)b->scales[off / 16]),
+	    _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(32))));
+}
+#define LOAD_Q6_K(row, k, ...) load_q6_K(row, k)
 
 /* A fixed tree: 16 -> 8 -> 4 -> 2 -> 1. */
 static inline __attribute__((always_inline)) float

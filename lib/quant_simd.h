@@ -148,10 +148,58 @@ scratch(size_t n)
 #define BYTE_OF_q8_0(k) ((size_t)(k) / QK8_0 * sizeof(struct block_q8_0))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
+#define IS_F32_q4_0 0
+#define IS_F32_q4_1 0
+#define IS_F32_q5_0 0
+#define IS_F32_q5_1 0
+#define IS_F32_q4_K 0
+#define IS_F32_q5_K 0
+#define IS_F32_q6_K 0
+#define BYTE_OF_q4_0(k) ((size_t)(k) / 32 * sizeof(struct block_q4_0))
+#define BYTE_OF_q4_1(k) ((size_t)(k) / 32 * sizeof(struct block_q4_1))
+#define BYTE_OF_q5_0(k) ((size_t)(k) / 32 * sizeof(struct block_q5_0))
+#define BYTE_OF_q5_1(k) ((size_t)(k) / 32 * sizeof(struct block_q5_1))
+#define BYTE_OF_q4_K(k) ((size_t)(k) / QK_K * sizeof(struct block_q4_K))
+#define BYTE_OF_q5_K(k) ((size_t)(k) / QK_K * sizeof(struct block_q5_K))
+#define BYTE_OF_q6_K(k) ((size_t)(k) / QK_K * sizeof(struct block_q6_K))
+
+/* Any type, through the reference: slower, and the same bits. */
+static inline __attribute__((always_inline)) VEC
+load_generic(uint32_t type, const void *row, int k)
+{
+	float v[LANES];
+
+	quant_dequant_chunk(type, row, k, LANES, v);
+	return LOADX(v);
+}
+#ifndef LOAD_Q4_0
+#define LOAD_Q4_0(row, k, ...) load_generic(GGML_Q4_0, row, k)
+#endif
+#ifndef LOAD_Q5_0
+#define LOAD_Q5_0(row, k, ...) load_generic(GGML_Q5_0, row, k)
+#endif
+#ifndef LOAD_Q4_K
+#define LOAD_Q4_K(row, k, ...) load_generic(GGML_Q4_K, row, k)
+#endif
+#ifndef LOAD_Q6_K
+#define LOAD_Q6_K(row, k, ...) load_generic(GGML_Q6_K, row, k)
+#endif
+#define LOAD_Q4_1(row, k, ...) load_generic(GGML_Q4_1, row, k)
+#define LOAD_Q5_1(row, k, ...) load_generic(GGML_Q5_1, row, k)
+#define LOAD_Q5_K(row, k, ...) load_generic(GGML_Q5_K, row, k)
+
+/* Block types have no tail: rows are whole blocks. */
 DEFINE_TILE(f32, LOAD_F32, LOAD_F32_TAIL)
 DEFINE_TILE(f16, LOAD_F16, LOAD_F16_TAIL)
 DEFINE_TILE(bf16, LOAD_BF16, LOAD_BF16_TAIL)
-DEFINE_TILE(q8_0, LOAD_Q8_0, LOAD_Q8_0)	/* rows are whole blocks: no tail */
+DEFINE_TILE(q8_0, LOAD_Q8_0, LOAD_Q8_0)
+DEFINE_TILE(q4_0, LOAD_Q4_0, LOAD_Q4_0)
+DEFINE_TILE(q4_1, LOAD_Q4_1, LOAD_Q4_1)
+DEFINE_TILE(q5_0, LOAD_Q5_0, LOAD_Q5_0)
+DEFINE_TILE(q5_1, LOAD_Q5_1, LOAD_Q5_1)
+DEFINE_TILE(q4_K, LOAD_Q4_K, LOAD_Q4_K)
+DEFINE_TILE(q5_K, LOAD_Q5_K, LOAD_Q5_K)
+DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
 
 /*
  * Attention's weighted sum of values for heads that share them (GQA):
@@ -224,5 +272,12 @@ CAT(PREFIX, gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
 	case GGML_F16: CAT(PREFIX, gemm_f16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
 	case GGML_BF16: CAT(PREFIX, gemm_bf16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
 	case GGML_Q8_0: CAT(PREFIX, gemm_q8_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q4_0: CAT(PREFIX, gemm_q4_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q4_1: CAT(PREFIX, gemm_q4_1)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q5_0: CAT(PREFIX, gemm_q5_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q5_1: CAT(PREFIX, gemm_q5_1)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q4_K: CAT(PREFIX, gemm_q4_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q5_K: CAT(PREFIX, gemm_q5_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_Q6_K: CAT(PREFIX, gemm_q6_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
 	}
 }

@@ -20,6 +20,8 @@ fixture_tiny(struct fixture *f, uint32_t type)
 		.ffn_dim = 96, .vocab = 320, .ctx = 512, .rope_base = 10000,
 		.tied = 0, .type = type, .seed = 42, .eos_id = 2,
 	};
+	if (gguf_type_info(type)->block == 256)
+		f->dim = 256, f->ffn_dim = 512;
 }
 
 void
@@ -51,6 +53,28 @@ fill(float *x, size_t n, float scale, float offset, uint64_t *rng)
 		x[i] = offset + scale * ((float)(next(rng) >> 40) / 8388608.0f - 1.0f);
 }
 
+static int mix, mix_layer;
+
+/*
+ * A Q4_K_M-like choice, as llama.cpp makes it: Q4_K for most matrices and
+ * Q6_K for half the layers' V and FFN-down; rows that are not a multiple
+ * of 256 fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K), which is what
+ * SmolLM2-135M's 576-wide rows get.
+ */
+static uint32_t
+mix_type(const char *name, int layer, int cols)
+{
+	int more = strstr(name, "attn_v") || strstr(name, "ffn_down");
+	uint32_t want = more && layer % 2 == 0 ? GGML_Q6_K : GGML_Q4_K;
+
+	if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "output.weight") == 0)
+		return GGML_Q8_0;
+	if (cols % 256)
+		return want == GGML_Q6_K ? GGML_Q8_0 : GGML_Q5_0;
+	return want;
+}
+
+
 static void
 tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
     float scale, float offset, uint64_t *rng)
@@ -59,6 +83,8 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 	float *x = xmalloc((size_t)rows * cols * sizeof *x);
 
 	fill(x, (size_t)rows * cols, scale, offset, rng);
+	if (mix && rows > 1)
+		type = mix_type(name, mix_layer, cols);
 	ggufw_tensor(w, name, type, rows == 1 ? 1 : 2, ne, x);
 	free(x);
 }
@@ -113,6 +139,7 @@ fixture_write(const struct fixture *f, const char *path)
 	char name[64];
 	int l, r;
 
+	mix = f->q4k_mix;
 	ggufw_str(w, "general.architecture", "llama");
 	ggufw_str(w, "general.name", "llm random fixture");
 	ggufw_u32(w, "llama.context_length", (uint32_t)f->ctx);
@@ -136,6 +163,7 @@ fixture_write(const struct fixture *f, const char *path)
 	if (!f->tied)
 		tensor(w, "output.weight", f->type, f->vocab, f->dim, sd, 0, &rng);
 	for (l = 0; l < f->n_layers; l++) {
+		mix_layer = l;
 #define N(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)
 		tensor(w, N("attn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 		tensor(w, N("attn_q"), f->type, f->dim, f->dim, sd, 0, &rng);

@@ -9,12 +9,14 @@ struct fixture {
 	float rope_base;
 	int tied;		/* no output.weight: tied to token_embd */
 	int minimal_keys;	/* omit every optional key, to test the defaults */
+	int q4k_mix;		/* types as a Q4_K_M file mixes them (type ignored) */
 	uint32_t type;		/* type of the matrices; norms stay f32 */
 	int eos_id;
 	uint64_t seed;
 };
 
-/* A tiny model for the unit tests: small, fast, and with every feature. */
+/* A tiny model for the unit tests: small, fast, and with every feature.
+ * K types need rows of 256, so their tiny model is 256 wide. */
 void fixture_tiny(struct fixture *f, uint32_t type);
 /* SmolLM2-135M's exact shapes, for the benchmark. */
 void fixture_smollm2_135m(struct fixture *f, uint32_t type);

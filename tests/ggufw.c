@@ -124,6 +124,190 @@ ggufw_i32_arr(struct ggufw *w, const char *k, const int32_t *v, size_t n)
 	put(&w->kv, v, n * 4);
 }
 
+/* The value of largest magnitude, with its sign. */
+static float
+signed_max(const float *x, int n)
+{
+	float m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (fabsf(x[i]) > fabsf(m))
+			m = x[i];
+	return m;
+}
+
+static int
+clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* q4_0 / q5_0: d = max / -(2^(bits-1)), as ggml's reference quantizer. */
+static void
+quantize_q4_0_q5_0(const float *x, void *out, size_t n, int bits)
+{
+	int half = 1 << (bits - 1), i, j;
+
+	for (i = 0; i < (int)n / 32; i++) {
+		const float *xb = x + 32 * i;
+		float d = signed_max(xb, 32) / -half, id = d ? 1 / d : 0;
+		uint8_t *qs;
+		uint32_t qh = 0;
+		uint16_t hd = f32_to_f16(d);
+		int q[32];
+
+		for (j = 0; j < 32; j++)
+			q[j] = clampi((int)(xb[j] * id + half + 0.5f), 0, 2 * half - 1);
+		if (bits == 4) {
+			struct block_q4_0 *b = (struct block_q4_0 *)out + i;
+			b->d = hd;
+			qs = b->qs;
+		} else {
+			struct block_q5_0 *b = (struct block_q5_0 *)out + i;
+			b->d = hd;
+			qs = b->qs;
+			for (j = 0; j < 32; j++)
+				qh |= (uint32_t)(q[j] >> 4) << j;
+			memcpy(b->qh, &qh, 4);
+		}
+		for (j = 0; j < 16; j++)
+			qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
+	}
+}
+
+/* q4_1 / q5_1: from min to max in 2^bits - 1 steps. */
+static void
+quantize_q4_1_q5_1(const float *x, void *out, size_t n, int bits)
+{
+	int top = (1 << bits) - 1, i, j;
+
+	for (i = 0; i < (int)n / 32; i++) {
+		const float *xb = x + 32 * i;
+		float lo = xb[0], hi = xb[0], d, id;
+		uint8_t *qs;
+		uint32_t qh = 0;
+		int q[32];
+
+		for (j = 1; j < 32; j++)
+			lo = fminf(lo, xb[j]), hi = fmaxf(hi, xb[j]);
+		d = (hi - lo) / top;
+		id = d ? 1 / d : 0;
+		for (j = 0; j < 32; j++)
+			q[j] = clampi((int)((xb[j] - lo) * id + 0.5f), 0, top);
+		if (bits == 4) {
+			struct block_q4_1 *b = (struct block_q4_1 *)out + i;
+			b->d = f32_to_f16(d), b->m = f32_to_f16(lo);
+			qs = b->qs;
+		} else {
+			struct block_q5_1 *b = (struct block_q5_1 *)out + i;
+			b->d = f32_to_f16(d), b->m = f32_to_f16(lo);
+			qs = b->qs;
+			for (j = 0; j < 32; j++)
+				qh |= (uint32_t)(q[j] >> 4) << j;
+			memcpy(b->qh, &qh, 4);
+		}
+		for (j = 0; j < 16; j++)
+			qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
+	}
+}
+
+/*
+ * q4_K / q5_K: eight sub-blocks of 32, each with a 6-bit scale and min
+ * relative to the block's d and dmin.  Simple rather than optimal: the
+ * tests need correct blocks, not the best ones.
+ */
+static void
+quantize_q4_K_q5_K(const float *x, void *out, size_t n, int bits)
+{
+	int top = (1 << bits) - 1, i, j, l;
+
+	for (i = 0; i < (int)n / QK_K; i++) {
+		const float *xb = x + QK_K * i;
+		float scale[8], minv[8], max_scale = 0, max_min = 0, d, dmin;
+		uint8_t sc[8], m[8], scales[12] = { 0 };
+		int q[QK_K];
+
+		for (j = 0; j < 8; j++) {
+			float lo = 0, hi = 0;	/* the min is at most 0, as in ggml */
+			for (l = 0; l < 32; l++)
+				lo = fminf(lo, xb[32 * j + l]), hi = fmaxf(hi, xb[32 * j + l]);
+			scale[j] = (hi - lo) / top;
+			minv[j] = -lo;
+			max_scale = fmaxf(max_scale, scale[j]);
+			max_min = fmaxf(max_min, minv[j]);
+		}
+		d = f16_to_f32(f32_to_f16(max_scale / 63));
+		dmin = f16_to_f32(f32_to_f16(max_min / 63));
+		for (j = 0; j < 8; j++) {
+			sc[j] = (uint8_t)clampi(d ? (int)lrintf(scale[j] / d) : 0, 0, 63);
+			m[j] = (uint8_t)clampi(dmin ? (int)lrintf(minv[j] / dmin) : 0, 0, 63);
+			float ds = d * sc[j], dm = dmin * m[j];
+			for (l = 0; l < 32; l++)
+				q[32 * j + l] = ds ? clampi((int)lrintf((xb[32 * j + l] + dm) / ds), 0, top) : 0;
+		}
+		for (j = 0; j < 4; j++) {
+			scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+			scales[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+			scales[j + 8] = (uint8_t)((sc[j + 4] & 0xf) | (m[j + 4] & 0xf) << 4);
+		}
+		if (bits == 4) {
+			struct block_q4_K *b = (struct block_q4_K *)out + i;
+			b->d = f32_to_f16(d), b->dmin = f32_to_f16(dmin);
+			memcpy(b->scales, scales, 12);
+			for (j = 0; j < 4; j++)
+				for (l = 0; l < 32; l++)
+					b->qs[32 * j + l] = (uint8_t)((q[64 * j + l] & 0xf) | (q[64 * j + 32 + l] & 0xf) << 4);
+		} else {
+			struct block_q5_K *b = (struct block_q5_K *)out + i;
+			b->d = f32_to_f16(d), b->dmin = f32_to_f16(dmin);
+			memcpy(b->scales, scales, 12);
+			memset(b->qh, 0, sizeof b->qh);
+			for (j = 0; j < 4; j++)
+				for (l = 0; l < 32; l++) {
+					int q1 = q[64 * j + l], q2 = q[64 * j + 32 + l];
+					b->qs[32 * j + l] = (uint8_t)((q1 & 0xf) | (q2 & 0xf) << 4);
+					b->qh[l] |= (uint8_t)((q1 >> 4) << (2 * j) | (q2 >> 4) << (2 * j + 1));
+				}
+		}
+	}
+}
+
+/* q6_K: sixteen sub-blocks of 16 with int8 scales relative to d. */
+static void
+quantize_q6_K(const float *x, void *out, size_t n)
+{
+	int i, j, l;
+
+	for (i = 0; i < (int)n / QK_K; i++) {
+		struct block_q6_K *b = (struct block_q6_K *)out + i;
+		const float *xb = x + QK_K * i;
+		float scale[16], max_scale = 0, d;
+		int q[QK_K];
+
+		for (j = 0; j < 16; j++) {
+			scale[j] = signed_max(xb + 16 * j, 16) / -32;
+			if (fabsf(scale[j]) > fabsf(max_scale))
+				max_scale = scale[j];
+		}
+		d = f16_to_f32(f32_to_f16(max_scale / -128));
+		b->d = f32_to_f16(d);
+		for (j = 0; j < 16; j++) {
+			b->scales[j] = (int8_t)clampi(d ? (int)lrintf(scale[j] / d) : 0, -128, 127);
+			float ds = d * b->scales[j];
+			for (l = 0; l < 16; l++)
+				q[16 * j + l] = ds ? clampi((int)lrintf(xb[16 * j + l] / ds) + 32, 0, 63) : 32;
+		}
+		for (j = 0; j < 2; j++)
+			for (l = 0; l < 32; l++) {
+				int q1 = q[128 * j + l], q2 = q[128 * j + l + 32];
+				int q3 = q[128 * j + l + 64], q4 = q[128 * j + l + 96];
+				b->ql[64 * j + l] = (uint8_t)((q1 & 0xf) | (q3 & 0xf) << 4);
+				b->ql[64 * j + l + 32] = (uint8_t)((q2 & 0xf) | (q4 & 0xf) << 4);
+				b->qh[32 * j + l] = (uint8_t)((q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
+			}
+	}
+}
+
 void
 quantize_row(uint32_t type, const float *x, void *out, size_t n)
 {
@@ -159,6 +343,13 @@ quantize_row(uint32_t type, const float *x, void *out, size_t n)
 				b[i].qs[j] = (int8_t)roundf(xb[j] * id);
 		}
 		break;
+	case GGML_Q4_0: quantize_q4_0_q5_0(x, out, n, 4); break;
+	case GGML_Q5_0: quantize_q4_0_q5_0(x, out, n, 5); break;
+	case GGML_Q4_1: quantize_q4_1_q5_1(x, out, n, 4); break;
+	case GGML_Q5_1: quantize_q4_1_q5_1(x, out, n, 5); break;
+	case GGML_Q4_K: quantize_q4_K_q5_K(x, out, n, 4); break;
+	case GGML_Q5_K: quantize_q4_K_q5_K(x, out, n, 5); break;
+	case GGML_Q6_K: quantize_q6_K(x, out, n); break;
 	default:
 		die(1, "quantize_row: no quantizer for %s", gguf_type_name(type));
 	}

@@ -11,7 +11,7 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0] "
+	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
 	    "[-c CTX] [-S SEED] [-E EOS] -o OUT.gguf\n", argv0);
 	exit(2);
 }
@@ -22,7 +22,7 @@ main(int argc, char *argv[])
 	const char *out = NULL, *shape = "tiny", *tname = "f32";
 	struct fixture f;
 	uint32_t type;
-	int c, ctx = 0, eos = -1;
+	int c, ctx = 0, eos = -1, mix;
 	long long seed = -1;
 
 	argv0 = "mkmodel";
@@ -42,6 +42,9 @@ main(int argc, char *argv[])
 	for (type = 0; type < GGML_NTYPES; type++)
 		if (gguf_type_info(type) && strcmp(gguf_type_name(type), tname) == 0)
 			break;
+	mix = strcmp(tname, "q4_K_mix") == 0;
+	if (mix)
+		type = GGML_Q4_K;
 	if (type == GGML_NTYPES)
 		die(2, "-t %s: unknown type", tname);
 	if (strcmp(shape, "tiny") == 0)
@@ -50,6 +53,7 @@ main(int argc, char *argv[])
 		fixture_smollm2_135m(&f, type);
 	else
 		die(2, "-s %s: unknown shape", shape);
+	f.q4k_mix = mix;
 	if (ctx > 0)
 		f.ctx = ctx;
 	if (eos >= 0)

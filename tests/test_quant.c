@@ -1,0 +1,192 @@
+/*
+ * test_quant: the weight types.  Hand-computed blocks pin down the
+ * layouts; the reference quantizers round-trip; every SIMD path agrees
+ * with the portable one.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../lib/gguf.h"
+#include "../lib/quant.h"
+#include "../lib/util.h"
+#include "check.h"
+#include "ggufw.h"
+
+enum { ONE = 0x3c00, HALF = 0x3800, QUARTER = 0x3400, TWO = 0x4000, MINUS_ONE = 0xbc00 };
+
+static float
+at(uint32_t type, const void *row, int k)
+{
+	float v;
+
+	quant_dequant_chunk(type, row, k, 1, &v);
+	return v;
+}
+
+#define EXPECT(type, row, k, want) \
+	CHECK(at(type, row, k) == (float)(want), "%s weight %d: %g, want %g", \
+	    gguf_type_name(type), k, at(type, row, k), (double)(want))
+
+static void
+hand_computed_blocks_dequantize_as_the_spec_says(void)
+{
+	struct block_q8_0 q8 = { .d = TWO };
+	struct block_q4_0 q40 = { .d = HALF };
+	struct block_q4_1 q41 = { .d = HALF, .m = MINUS_ONE };
+	struct block_q5_0 q50 = { .d = QUARTER, .qh = { 0x01, 0x00, 0x01, 0x00 } };
+	struct block_q5_1 q51 = { .d = HALF, .m = ONE, .qh = { 0x01, 0x00, 0x01, 0x00 } };
+	struct block_q4_K q4k = { .d = ONE, .dmin = HALF };
+	struct block_q5_K q5k = { .d = ONE, .dmin = HALF };
+	struct block_q6_K q6k = { .d = HALF };
+
+	q8.qs[3] = -5;
+	EXPECT(GGML_Q8_0, &q8, 3, -10);
+	/* weight j < 16 is the low nibble of qs[j], weight j + 16 the high one */
+	q40.qs[0] = 0x3a, q40.qs[15] = 0xf0;
+	EXPECT(GGML_Q4_0, &q40, 0, 0.5 * (10 - 8));
+	EXPECT(GGML_Q4_0, &q40, 16, 0.5 * (3 - 8));
+	EXPECT(GGML_Q4_0, &q40, 15, 0.5 * (0 - 8));
+	EXPECT(GGML_Q4_0, &q40, 31, 0.5 * (15 - 8));
+	q41.qs[0] = 0x3a;
+	EXPECT(GGML_Q4_1, &q41, 0, 0.5 * 10 - 1);
+	EXPECT(GGML_Q4_1, &q41, 16, 0.5 * 3 - 1);
+	/* the fifth bit of weight j is bit j of qh */
+	q50.qs[0] = 0x3a;
+	EXPECT(GGML_Q5_0, &q50, 0, 0.25 * (26 - 16));
+	EXPECT(GGML_Q5_0, &q50, 16, 0.25 * (19 - 16));
+	EXPECT(GGML_Q5_0, &q50, 1, 0.25 * (0 - 16));
+	q51.qs[0] = 0x3a;
+	EXPECT(GGML_Q5_1, &q51, 0, 26 * 0.5 + 1);
+	EXPECT(GGML_Q5_1, &q51, 16, 19 * 0.5 + 1);
+	EXPECT(GGML_Q5_1, &q51, 1, 1);
+	/*
+	 * q4_K: sub-block 0 has sc 3, m 2 (scales[0], scales[4]); sub-block 5
+	 * has sc 7 + 16 and m 4 + 32 (scales[9], with the top bits of
+	 * scales[1] and scales[5]).  Weight 0 is the low nibble of qs[0];
+	 * weight 161 (sub-block 5, the high half of group 2) the high nibble
+	 * of qs[65].
+	 */
+	uint8_t sc[12] = { 3, 0x40, 0, 0, 2, 0x80, 0, 0, 0, 0x47, 0, 0 };
+	memcpy(q4k.scales, sc, 12);
+	q4k.qs[0] = 0x05, q4k.qs[65] = 0x90;
+	EXPECT(GGML_Q4_K, &q4k, 0, 1.0 * 3 * 5 - 0.5 * 2);
+	EXPECT(GGML_Q4_K, &q4k, 161, 1.0 * 23 * 9 - 0.5 * 36);
+	memcpy(q5k.scales, sc, 12);
+	q5k.qs[0] = 0x05, q5k.qs[65] = 0x90, q5k.qh[1] = 1 << 5;
+	EXPECT(GGML_Q5_K, &q5k, 0, 1.0 * 3 * 5 - 0.5 * 2);
+	EXPECT(GGML_Q5_K, &q5k, 161, 1.0 * 23 * 25 - 0.5 * 36);
+	/*
+	 * q6_K: weight 0 is the low nibble of ql[0] with bits 0-1 of qh[0];
+	 * weight 160 (second half, second quarter) the low nibble of ql[96]
+	 * with bits 2-3 of qh[32]; scales per 16 weights.
+	 */
+	q6k.scales[0] = 2, q6k.scales[10] = -3;
+	q6k.ql[0] = 0x07, q6k.qh[0] = 0x01;
+	q6k.ql[96] = 0x0a, q6k.qh[32] = 0x08;
+	EXPECT(GGML_Q6_K, &q6k, 0, 0.5 * 2 * (23 - 32));
+	EXPECT(GGML_Q6_K, &q6k, 160, 0.5 * -3 * (42 - 32));
+	CHECK(sizeof q40 == 18 && sizeof q41 == 20 && sizeof q50 == 22 && sizeof q51 == 24 &&
+	    sizeof q4k == 144 && sizeof q5k == 176 && sizeof q6k == 210, "block sizes");
+}
+
+static const uint32_t all_types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
+	GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K };
+enum { NTYPES = sizeof all_types / sizeof all_types[0] };
+
+static uint64_t seed = 99;
+
+static float
+rnd(void)
+{
+	seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)(seed >> 40) / 8388608.0f - 1;
+}
+
+static void
+reference_quantizers_round_trip(void)
+{
+	/* relative RMS error allowed per type: about half a step */
+	static const double limit[NTYPES] = { 0, 1e-3, 5e-3, 0.01, 0.1, 0.1, 0.05, 0.05, 0.1, 0.06, 0.04 };
+	enum { N = 1024 };
+	float x[N], y[N];
+	unsigned char q[N * 4];
+	double err, ss;
+	int t, i;
+
+	for (i = 0; i < N; i++)
+		x[i] = rnd() * (1 + (i % 7));
+	for (t = 0; t < NTYPES; t++) {
+		quantize_row(all_types[t], x, q, N);
+		quant_dequant_row(all_types[t], q, y, N);
+		for (err = ss = 0, i = 0; i < N; i++) {
+			err += (x[i] - y[i]) * (x[i] - y[i]);
+			ss += x[i] * x[i];
+		}
+		CHECK(sqrt(err / ss) <= limit[t], "%s: relative RMS error %g", gguf_type_name(all_types[t]),
+		    sqrt(err / ss));
+	}
+}
+
+/* Every instruction set the processor has against the portable kernel. */
+static void
+simd_kernels_match_the_scalar_kernel(void)
+{
+	enum { ROWS = 37, T = 11, MAXC = 576 };
+	static const int cols_list[] = { 512, 576, 96, 40, 13 };	/* whole chunks and tails */
+	int best = quant_isa(), isa, ti, ci, r, t, i;
+	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
+	float ref[T][ROWS], got[T][ROWS], one;
+	unsigned char *q = xmalloc(ROWS * MAXC * 4);
+
+	for (i = 0; i < ROWS * MAXC; i++)
+		w[i] = rnd();
+	for (i = 0; i < T * MAXC; i++)
+		x[i] = rnd();
+	for (ti = 0; ti < NTYPES; ti++)
+		for (ci = 0; ci < 5; ci++) {
+			uint32_t type = all_types[ti];
+			int cols = cols_list[ci];
+			size_t rb;
+			if (cols % (int)gguf_type_info(type)->block)
+				continue;
+			rb = quant_row_bytes(type, (size_t)cols);
+			for (r = 0; r < ROWS; r++)
+				quantize_row(type, w + r * MAXC, q + r * rb, (size_t)cols);
+			quant_set_isa(QUANT_SCALAR);
+			quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &ref[0][0], ROWS);
+			for (isa = QUANT_SCALAR; isa <= best; isa++) {
+				/* relative to the largest output, as the logits tests measure */
+				double worst = 0, scale = 0;
+				quant_set_isa(isa);
+				quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
+				for (t = 0; t < T; t++)
+					for (r = 0; r < ROWS; r++)
+						scale = fmax(scale, fabs(ref[t][r]));
+				for (t = 0; t < T; t++)
+					for (r = 0; r < ROWS; r++) {
+						double e = fabs(got[t][r] - ref[t][r]) / scale;
+						worst = e > worst ? e : worst;
+						/* one row, one token: the same bits as in the batch */
+						quant_gemm(type, q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
+						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
+						    quant_isa_name(isa), gguf_type_name(type), cols, r, t);
+					}
+				CHECK(worst < 1e-5, "%s %s cols %d: relative error %g against scalar",
+				    quant_isa_name(isa), gguf_type_name(type), cols, worst);
+			}
+		}
+	quant_set_isa(best);
+	printf("# kernels checked: scalar to %s\n", quant_isa_name(best));
+	free(w), free(x), free(q);
+}
+
+int
+main(void)
+{
+	quant_init();
+	TEST(hand_computed_blocks_dequantize_as_the_spec_says);
+	TEST(reference_quantizers_round_trip);
+	TEST(simd_kernels_match_the_scalar_kernel);
+	CHECK_EXIT();
+}
