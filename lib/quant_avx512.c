@@ -19,7 +19,7 @@ extern float quant_f16_table[1 << 16];
 #define VEC __m512
 #define LANES 16
 #define ROWS 4
-#define TOKS 4
+#define TOKS 6
 #define PREFIX quant_avx512_
 #define ZERO() _mm512_setzero_ps()
 #define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)

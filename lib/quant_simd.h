@@ -32,7 +32,7 @@ static inline __attribute__((always_inline)) void                               
 CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,               \
     const float *x, size_t ldx, int T, float *out, size_t ldo)                           \
 {                                                                                        \
-	VEC acc[8][4], wv[8];                                                            \
+	VEC acc[8][8], wv[8];                                                            \
 	int r, t, k = 0;                                                                 \
                                                                                          \
 	UNROLL for (r = 0; r < R; r++)                                                   \
@@ -109,6 +109,10 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo); break; \
 				case 2: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 2, ot, ldo); break; \
 				case 3: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 3, ot, ldo); break; \
+				case 4: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 4, ot, ldo); break; \
+				case 5: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 5, ot, ldo); break; \
+				case 6: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 6, ot, ldo); break; \
+				case 7: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 7, ot, ldo); break; \
 				default: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, TOKS, ot, ldo); break; \
 				}                                                        \
 			}                                                                \
