@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kv.h"
 #include "util.h"
@@ -13,6 +14,27 @@ static size_t
 store_floats(const struct kv *kv, int cap)
 {
 	return (size_t)kv->n_layers * (size_t)cap * (size_t)kv->kv_dim;
+}
+
+/*
+ * The stores are mapped and populated at once: what bytes() reports is
+ * then exactly what is resident, and filling the cache costs no page
+ * faults one row at a time.
+ */
+static float *
+store_alloc(size_t floats)
+{
+	void *p = mmap(NULL, floats * sizeof(float), PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void
+store_free(float *p, size_t floats)
+{
+	if (p)
+		munmap(p, floats * sizeof(float));
 }
 
 int
@@ -28,19 +50,14 @@ kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc)
 	kv->max_ctx = max_ctx;
 	if (kv_grow_to(kv, prealloc ? max_ctx : 1) < 0)
 		return -1;
-	if (prealloc) {
-		/* Touch every page so the dense commitment is real RSS. */
-		memset(kv->k, 0, store_floats(kv, kv->cap) * sizeof(float));
-		memset(kv->v, 0, store_floats(kv, kv->cap) * sizeof(float));
-	}
 	return 0;
 }
 
 void
 kv_free(struct kv *kv)
 {
-	free(kv->k);
-	free(kv->v);
+	store_free(kv->k, store_floats(kv, kv->cap));
+	store_free(kv->v, store_floats(kv, kv->cap));
 	kv->k = kv->v = NULL;
 	kv->cap = kv->seq_len = 0;
 }
@@ -53,7 +70,7 @@ relayout(const struct kv *kv, const float *old, int newcap)
 	float *p;
 	int l;
 
-	if (!(p = malloc(store_floats(kv, newcap) * sizeof(float))))
+	if (!(p = store_alloc(store_floats(kv, newcap))))
 		return NULL;
 	if (old)
 		for (l = 0; l < kv->n_layers; l++)
@@ -84,13 +101,13 @@ kv_grow_to(struct kv *kv, int npos)
 	k = relayout(kv, kv->k, cap);
 	v = relayout(kv, kv->v, cap);
 	if (!k || !v) {
-		free(k);
-		free(v);
+		store_free(k, store_floats(kv, cap));
+		store_free(v, store_floats(kv, cap));
 		llm_seterr("kv: out of memory growing to %d positions", cap);
 		return -1;
 	}
-	free(kv->k);
-	free(kv->v);
+	store_free(kv->k, store_floats(kv, kv->cap));
+	store_free(kv->v, store_floats(kv, kv->cap));
 	kv->k = k;
 	kv->v = v;
 	kv->cap = cap;

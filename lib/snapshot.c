@@ -19,35 +19,65 @@
 
 #define P64 0x9E3779B97F4A7C15ull
 
-uint64_t
-snapshot_sum(const void *data, size_t n)
+/* The checksum of llm-kv(5), fed in pieces whose sizes are multiples of 32 but the last. */
+struct sum_state {
+	uint64_t s[4];
+	uint64_t n;
+};
+
+static void
+sum_init(struct sum_state *st)
+{
+	st->s[0] = P64, st->s[1] = P64 + 1, st->s[2] = P64 + 2, st->s[3] = P64 + 3;
+	st->n = 0;
+}
+
+static void
+sum_update(struct sum_state *st, const void *data, size_t n)
 {
 	const uint8_t *p = data;
-	uint64_t s[4] = { P64, P64 + 1, P64 + 2, P64 + 3 }, w, h;
+	uint64_t w;
 	size_t i, nw = n / 8;
 	int j;
 
-	for (i = 0; i + 4 <= nw; i += 4) {
+	for (i = 0; i + 4 <= nw; i += 4)
 		for (j = 0; j < 4; j++) {
 			memcpy(&w, p + 8 * (i + j), 8);	/* little-endian hosts only */
-			s[j] = (s[j] ^ w) * P64;
+			st->s[j] = (st->s[j] ^ w) * P64;
 		}
-	}
 	for (; i < nw; i++) {
 		memcpy(&w, p + 8 * i, 8);
-		s[i % 4] = (s[i % 4] ^ w) * P64;
+		st->s[i % 4] = (st->s[i % 4] ^ w) * P64;
 	}
 	if (n % 8) {
 		w = 0;
 		memcpy(&w, p + 8 * nw, n % 8);
-		s[nw % 4] = (s[nw % 4] ^ w) * P64;
+		st->s[nw % 4] = (st->s[nw % 4] ^ w) * P64;
 	}
-	h = (uint64_t)n * P64;
+	st->n += n;
+}
+
+static uint64_t
+sum_final(const struct sum_state *st)
+{
+	uint64_t h = st->n * P64;
+	int j;
+
 	for (j = 0; j < 4; j++) {
-		h = (h ^ s[j]) * P64;
+		h = (h ^ st->s[j]) * P64;
 		h ^= h >> 29;
 	}
 	return h;
+}
+
+uint64_t
+snapshot_sum(const void *data, size_t n)
+{
+	struct sum_state st;
+
+	sum_init(&st);
+	sum_update(&st, data, n);
+	return sum_final(&st);
 }
 
 static uint64_t
@@ -250,7 +280,8 @@ snapshot_open(struct snapshot *s, const char *path)
 		return -1;
 	}
 	s->size = (size_t)st.st_size;
-	s->map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* Populated at once: every byte is read anyway, by the checks or the tools. */
+	s->map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	close(fd);
 	if (s->map == MAP_FAILED) {
 		s->map = NULL;
@@ -382,6 +413,33 @@ snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which)
 	return 0;
 }
 
+/*
+ * Check a block's sum and copy its first ncopy bytes to dst, in one pass:
+ * each segment is summed right after it is copied, while it is in cache.
+ */
+static int
+verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size_t ncopy)
+{
+	enum { SEG = 1 << 16 };
+	const uint8_t *src = (const uint8_t *)snapshot_block(s, layer, which);
+	size_t len = (size_t)s->dir[layer].k_length, off, n;
+	struct sum_state st;
+
+	sum_init(&st);
+	for (off = 0; off < len; off += n) {
+		n = len - off < SEG ? len - off : SEG;
+		if (off < ncopy)
+			memcpy((uint8_t *)dst + off, src + off, ncopy - off < n ? ncopy - off : n);
+		sum_update(&st, src + off, n);
+	}
+	if (sum_final(&st) != (which ? s->dir[layer].v_sum : s->dir[layer].k_sum)) {
+		llm_seterr("layer %u: %c block checksum mismatch: the data is corrupt",
+		    layer, which ? 'V' : 'K');
+		return -1;
+	}
+	return 0;
+}
+
 int
 snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 {
@@ -397,19 +455,20 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		llm_seterr("snapshot has %u positions, not %u", s->n_pos, n);
 		return -1;
 	}
-	for (l = 0; l < s->meta.n_layers; l++)
-		if (snapshot_verify_block(s, l, 0) < 0 || snapshot_verify_block(s, l, 1) < 0)
-			return -1;
 	kv_clear(kv);
 	if (kv_set_seq_len(kv, (int)n) < 0)
 		return -1;
-	if (n == 0)
-		return 0;
-	/* Rows [0, n) of each layer are contiguous in both the file and the cache. */
-	for (l = 0; l < s->meta.n_layers; l++) {
-		memcpy(kv_k_write(kv, (int)l, 0), snapshot_block(s, l, 0), n * row);
-		memcpy(kv_v_write(kv, (int)l, 0), snapshot_block(s, l, 1), n * row);
-	}
+	/*
+	 * Every block is checked, even past n: a damaged file is refused
+	 * whatever part of it is used.  Rows [0, n) of a layer are contiguous
+	 * in both the file and the cache.
+	 */
+	for (l = 0; l < s->meta.n_layers; l++)
+		if (verify_copy(s, l, 0, kv_k_write(kv, (int)l, 0), n * row) < 0 ||
+		    verify_copy(s, l, 1, kv_v_write(kv, (int)l, 0), n * row) < 0) {
+			kv_clear(kv);
+			return -1;
+		}
 	return 0;
 }
 
