@@ -23,6 +23,12 @@
 #define UNROLL
 #endif
 
+/* Four reductions into out[0..3]; a file may define a faster one with the same bits. */
+#ifndef REDUCE4
+#define REDUCE4(a, b, c, d, out) \
+	((out)[0] = REDUCE(a), (out)[1] = REDUCE(b), (out)[2] = REDUCE(c), (out)[3] = REDUCE(d))
+#endif
+
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 
@@ -59,9 +65,14 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
 		}                                                                        \
 	}                                                                                \
-	UNROLL for (r = 0; r < R; r++)                                                   \
-		UNROLL for (t = 0; t < T; t++)                                           \
+	UNROLL for (t = 0; t < T; t++) {                                                 \
+		r = 0;                                                                   \
+		UNROLL for (; r + 4 <= R; r += 4)                                        \
+			REDUCE4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t],   \
+			    out + (size_t)t * ldo + r);                                  \
+		UNROLL for (; r < R; r++)                                                \
 			out[(size_t)t * ldo + r] = REDUCE(acc[r][t]);                    \
+	}                                                                                \
 }                                                                                        \
                                                                                          \
 /* Widen rows to f32 with the kernel's own conversion: the same bits. */     \
