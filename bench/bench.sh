@@ -46,9 +46,9 @@ for ty in $TYPES; do
 		    -v kv="$(json kv_bytes "$TMP/mem")" -v drss="$(json peak_rss_bytes "$TMP/dense")" \
 		    -v json="$JSON" 'BEGIN {
 			bound = bw / wb
-			printf "%-9s %3d %9.1f %9.1f %8.1f %8.1f %10d %9.1f %6.0f%% %9.1f\n",
+			printf "%-9s %3d %9.1f %9.1f %8.1f %8.1f %10.0f %9.1f %6.0f%% %9.1f\n",
 			    ty, th, dec, pre, ttft, rss / 1e6, kv, bound, 100 * dec / bound, drss / 1e6
-			printf "%s{\"type\":\"%s\",\"threads\":%d,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f,\"ttft_ms\":%.2f,\"peak_rss_bytes\":%d,\"kv_bytes\":%d,\"weight_bytes_per_token\":%d,\"read_bandwidth_bytes_s\":%d,\"bound_tok_s\":%.2f,\"decode_pct_of_bound\":%.1f,\"prealloc_peak_rss_bytes\":%d}",
+			printf "%s{\"type\":\"%s\",\"threads\":%d,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f,\"ttft_ms\":%.2f,\"peak_rss_bytes\":%.0f,\"kv_bytes\":%.0f,\"weight_bytes_per_token\":%.0f,\"read_bandwidth_bytes_s\":%.0f,\"bound_tok_s\":%.2f,\"decode_pct_of_bound\":%.1f,\"prealloc_peak_rss_bytes\":%.0f}",
 			    sep, ty, th, dec, pre, ttft, rss, kv, wb, bw, bound, 100 * dec / bound, drss >>json
 		}'
 		sep=,
@@ -92,7 +92,7 @@ awk -v r="$(json ttft_ms "$TMP/resume")" -v s="$(json ttft_ms "$TMP/scratch")" -
     -v rd="$(awk -v a="$t4" -v b="$t5" 'BEGIN { print b - a }')" -v th="$th" -v json="$JSON" 'BEGIN {
 	printf "resume (q8_0, %d threads, 2000-token snapshot of %.1f MB, 16 new tokens): first token %.1f ms resumed, %.1f ms recomputed: %.0fx faster\n", th, size / 1e6, r, s, s / r
 	printf "snapshot write %.0f MB/s (temporary file, fsync, rename); read and check (llm-kvstat) %.0f MB/s\n", size / 1e6 / w, size / 1e6 / rd
-	printf ",\"resume\":{\"snapshot_bytes\":%d,\"ttft_resumed_ms\":%.2f,\"ttft_recomputed_ms\":%.2f,\"speedup\":%.1f,\"write_mb_s\":%.0f,\"read_mb_s\":%.0f}", size, r, s, s / r, size / 1e6 / w, size / 1e6 / rd >>json
+	printf ",\"resume\":{\"snapshot_bytes\":%.0f,\"ttft_resumed_ms\":%.2f,\"ttft_recomputed_ms\":%.2f,\"speedup\":%.1f,\"write_mb_s\":%.0f,\"read_mb_s\":%.0f}", size, r, s, s / r, size / 1e6 / w, size / 1e6 / rd >>json
 }'
 
 # Tokenizer throughput on 1 MB of mixed English and code (this project's
