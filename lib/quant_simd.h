@@ -16,7 +16,7 @@
 
 /* The tile loops must unroll fully so the accumulators live in registers. */
 #if defined(__clang__)
-#define UNROLL _Pragma("clang loop unroll(full)")
+#define UNROLL _Pragma("unroll")	/* fully when the count is constant */
 #elif defined(__GNUC__)
 #define UNROLL _Pragma("GCC unroll 8")
 #else
@@ -228,22 +228,22 @@ CAT(PREFIX, values_block)(int n_pos, int heads, const float *att, size_t ld_att,
 	VEC acc[8][4], vv[4] = { ZERO(), ZERO(), ZERO(), ZERO() };
 	int t, h, c;
 
-	UNROLL for (h = 0; h < heads; h++)
-		UNROLL for (c = 0; c < nc; c++)
+	for (h = 0; h < heads; h++)
+		for (c = 0; c < nc; c++)
 			acc[h][c] = ZERO();
 	for (t = 0; t < n_pos; t++) {
 		const float *row = v + (size_t)t * ld_v;
-		UNROLL for (c = 0; c < nc; c++)
+		for (c = 0; c < nc; c++)
 			vv[c] = c < nc - 1 || n == LANES ? LOADX(row + c * LANES) :
 			    LOADX_TAIL(row + c * LANES, n);
-		UNROLL for (h = 0; h < heads; h++) {
+		for (h = 0; h < heads; h++) {
 			VEC a = SET1(att[(size_t)h * ld_att + t]);
-			UNROLL for (c = 0; c < nc; c++)
+			for (c = 0; c < nc; c++)
 				acc[h][c] = FMA(a, vv[c], acc[h][c]);
 		}
 	}
-	UNROLL for (h = 0; h < heads; h++)
-		UNROLL for (c = 0; c < nc; c++) {
+	for (h = 0; h < heads; h++)
+		for (c = 0; c < nc; c++) {
 			float *o = out + (size_t)h * ld_out + c * LANES;
 			if (c < nc - 1 || n == LANES)
 				STORE(o, acc[h][c]);
