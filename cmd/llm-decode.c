@@ -29,32 +29,6 @@ usage(int status)
 	exit(status);
 }
 
-static long long
-number(const char *opt, const char *s, long long min, long long max)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		die(2, "%s: '%s': expected an integer from %lld to %lld", opt, s, min, max);
-	return v;
-}
-
-static double
-real(const char *opt, const char *s, double min, double max)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= min && v <= max))
-		die(2, "%s: '%s': expected a number from %g to %g", opt, s, min, max);
-	return v;
-}
-
 struct run {
 	struct model m;
 	struct kv kv;
@@ -211,15 +185,15 @@ main(int argc, char *argv[])
 	while ((c = getopt_long(argc, argv, "m:n:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': r.model_path = optarg; break;
-		case 'n': n_predict = (int)number("-n", optarg, 0, 1 << 30); break;
-		case 't': r.threads = (int)number("-t", optarg, 1, 256); break;
-		case O_CTX: ctx = (int)number("--ctx", optarg, 1, 1 << 30); break;
+		case 'n': n_predict = (int)opt_int("-n", optarg, 0, 1 << 30); break;
+		case 't': r.threads = (int)opt_int("-t", optarg, 1, 256); break;
+		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, 1 << 30); break;
 		case O_GREEDY: temp = 0; break;
-		case O_TEMP: temp = (float)real("--temp", optarg, 0, 100); break;
-		case O_TOPK: top_k = (int)number("--top-k", optarg, 0, 1 << 30); break;
-		case O_TOPP: top_p = (float)real("--top-p", optarg, 0, 1); break;
+		case O_TEMP: temp = (float)opt_real("--temp", optarg, 0, 100); break;
+		case O_TOPK: top_k = (int)opt_int("--top-k", optarg, 0, 1 << 30); break;
+		case O_TOPP: top_p = (float)opt_real("--top-p", optarg, 0, 1); break;
 		case O_SEED:
-			r.seed = (uint64_t)number("--seed", optarg, 0, INT64_MAX);
+			r.seed = (uint64_t)opt_int("--seed", optarg, 0, INT64_MAX);
 			seed_set = 1;
 			break;
 		case O_IGNORE_EOS: ignore_eos = 1; break;

@@ -1,5 +1,4 @@
 /* llm-kvdump: slices of a KV snapshot as text or raw floats. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,18 +13,6 @@ usage(int status)
 	fprintf(status ? stderr : stdout, "usage: %s [--k | --v] [--layer L] [--pos A[-B]] "
 	    "[--head H] [--raw] [--tokens] FILE\n", argv0);
 	exit(status);
-}
-
-static long
-number(const char *opt, const char *s, char **end)
-{
-	long v;
-
-	errno = 0;
-	v = strtol(s, end, 10);
-	if (errno || *end == s || v < 0)
-		die(2, "%s: '%s': expected a non-negative number", opt, s);
-	return v;
 }
 
 int
@@ -54,25 +41,18 @@ main(int argc, char *argv[])
 		switch (c) {
 		case 'k': which = 0; break;
 		case 'v': which = 1; break;
-		case 'l':
-			layer = number("--layer", optarg, &end);
-			if (*end)
-				die(2, "--layer: '%s': expected a layer number", optarg);
-			break;
+		case 'l': layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'p':
+			/* A or A-B: both whole numbers, A <= B */
 			pos_arg = optarg;
-			pa = number("--pos", optarg, &end);
-			pb = pa;
-			if (*end == '-')
-				pb = number("--pos", end + 1, &end);
-			if (*end || pb < pa)
-				die(2, "--pos: '%s': expected A or A-B with A <= B", optarg);
+			if ((end = strchr(optarg, '-')) != NULL)
+				*end++ = '\0';
+			pa = opt_int("--pos", optarg, 0, INT32_MAX);
+			pb = end ? opt_int("--pos", end, pa, INT32_MAX) : pa;
+			if (end)
+				end[-1] = '-';	/* for messages */
 			break;
-		case 'H':
-			head = number("--head", optarg, &end);
-			if (*end)
-				die(2, "--head: '%s': expected a head number", optarg);
-			break;
+		case 'H': head = opt_int("--head", optarg, 0, INT32_MAX); break;
 		case 'r': raw = 1; break;
 		case 't': tokens = 1; break;
 		case 'h': usage(0); break;

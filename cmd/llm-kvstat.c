@@ -183,7 +183,7 @@ main(int argc, char *argv[])
 	struct snapshot s;
 	struct stat_row st[2];
 	const char *path, *svg = NULL;
-	char fp[65], *end;
+	char fp[65];
 	double *chan;
 	long layer = -1;
 	uint32_t l, lo, hi;
@@ -195,11 +195,7 @@ main(int argc, char *argv[])
 		switch (c) {
 		case 'j': json = 1; break;
 		case 's': svg = optarg; break;
-		case 'l':
-			layer = strtol(optarg, &end, 10);
-			if (*end || end == optarg || layer < 0)
-				die(2, "--layer: '%s': expected a layer number", optarg);
-			break;
+		case 'l': layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}

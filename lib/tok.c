@@ -428,8 +428,9 @@ sym_split(struct sym **syms, size_t *cap, int *nsyms, const char *s, size_t n)
 
 /* ---- SentencePiece ---- */
 
-static struct sym *spm_syms;
-static size_t spm_cap;
+/* Scratch that grows to the longest input seen, one set per thread. */
+static _Thread_local struct sym *spm_syms;
+static _Thread_local size_t spm_cap;
 
 static void
 spm_try(const struct tok *t, struct heap *h, const char *s, int l, int r)
@@ -614,12 +615,12 @@ bpe_word(struct tok *t, const unsigned char *w, size_t n, struct heap *h,
 static void
 bpe_encode(struct tok *t, const char *text, size_t len, struct ids *out)
 {
-	static uint32_t *cps;
-	static size_t *off, cps_cap;
-	static struct span *spans;
-	static size_t spans_cap;
-	static struct sym *syms;
-	static size_t syms_cap;
+	static _Thread_local uint32_t *cps;
+	static _Thread_local size_t *off, cps_cap;
+	static _Thread_local struct span *spans;
+	static _Thread_local size_t spans_cap;
+	static _Thread_local struct sym *syms;
+	static _Thread_local size_t syms_cap;
 	struct heap h = { 0 };
 	size_t n = 0, i = 0, k, nspans;
 

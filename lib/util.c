@@ -63,6 +63,32 @@ die(int status, const char *fmt, ...)
 	exit(status);
 }
 
+long long
+opt_int(const char *opt, const char *s, long long min, long long max)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		die(2, "%s: '%s': expected an integer from %lld to %lld", opt, s, min, max);
+	return v;
+}
+
+double
+opt_real(const char *opt, const char *s, double min, double max)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= min && v <= max))
+		die(2, "%s: '%s': expected a number from %g to %g", opt, s, min, max);
+	return v;
+}
+
 void *
 xmalloc(size_t n)
 {

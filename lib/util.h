@@ -18,6 +18,13 @@ extern const char *argv0;
 void warnx_(const char *fmt, ...);
 _Noreturn void die(int status, const char *fmt, ...);
 
+/*
+ * Option arguments: a whole decimal integer or number in [min, max], or
+ * exit 2 with "argv0: OPT: 'S': expected ...".
+ */
+long long opt_int(const char *opt, const char *s, long long min, long long max);
+double opt_real(const char *opt, const char *s, double min, double max);
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 

@@ -7,6 +7,7 @@
 #define LLM_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int check_failed, check_total_failed;
 static char check_skip[1024];
@@ -36,5 +37,40 @@ static char check_skip[1024];
 } while (0)
 
 #define CHECK_EXIT() return check_total_failed ? 1 : 0
+
+/* A whole file into a malloc'd buffer; NULL if it cannot be read. */
+static inline unsigned char *
+read_whole(const char *path, size_t *n)
+{
+	FILE *fp = fopen(path, "rb");
+	unsigned char *p = NULL;
+	long size;
+
+	if (!fp)
+		return NULL;
+	if (fseek(fp, 0, SEEK_END) == 0 && (size = ftell(fp)) >= 0 &&
+	    (p = malloc((size_t)size + 1)) != NULL) {
+		rewind(fp);
+		if (fread(p, 1, (size_t)size, fp) != (size_t)size) {
+			free(p);
+			p = NULL;
+		}
+		*n = (size_t)size;
+	}
+	fclose(fp);
+	return p;
+}
+
+/* Write n bytes as the whole of path, or exit. */
+static inline void
+write_whole(const char *path, const void *p, size_t n)
+{
+	FILE *fp = fopen(path, "wb");
+
+	if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp)) {
+		fprintf(stderr, "%s: cannot write\n", path);
+		exit(1);
+	}
+}
 
 #endif

@@ -18,29 +18,18 @@ static void
 load_good(void)
 {
 	struct fixture f;
-	FILE *fp;
 
 	fixture_tiny(&f, GGML_Q8_0);
 	snprintf(good, sizeof good, "%s/good.gguf", dir);
 	snprintf(bad, sizeof bad, "%s/bad.gguf", dir);
-	if (fixture_write(&f, good) < 0 || !(fp = fopen(good, "rb")))
+	if (fixture_write(&f, good) < 0 || !(img = read_whole(good, &img_len)))
 		die(1, "%s:", good);
-	fseek(fp, 0, SEEK_END);
-	img_len = (size_t)ftell(fp);
-	rewind(fp);
-	img = xmalloc(img_len);
-	if (fread(img, 1, img_len, fp) != img_len)
-		die(1, "%s: short read", good);
-	fclose(fp);
 }
 
 static void
 write_bad(const unsigned char *p, size_t n)
 {
-	FILE *fp = fopen(bad, "wb");
-
-	if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp))
-		die(1, "%s:", bad);
+	write_whole(bad, p, n);
 }
 
 /* Open the bad file both ways; 1 if refused with a message containing want. */

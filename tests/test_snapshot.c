@@ -174,7 +174,6 @@ make_good_snapshot(void)
 	struct snap_meta meta;
 	int ids[100];
 	float *logits = xmalloc(100 * (size_t)m.c.vocab_size * sizeof *logits);
-	FILE *fp;
 
 	for (int i = 0; i < 100; i++)
 		ids[i] = (i * 13 + 5) % m.c.vocab_size;
@@ -185,24 +184,14 @@ make_good_snapshot(void)
 		die(1, "%s: %s", snap_path, llm_err());
 	kv_free(&kv);
 	free(logits);
-	if (!(fp = fopen(snap_path, "rb")))
+	if (!(img = read_whole(snap_path, &img_len)))
 		die(1, "%s:", snap_path);
-	fseek(fp, 0, SEEK_END);
-	img_len = (size_t)ftell(fp);
-	rewind(fp);
-	img = xmalloc(img_len);
-	if (fread(img, 1, img_len, fp) != img_len)
-		die(1, "short read");
-	fclose(fp);
 }
 
 static void
 write_bad(const unsigned char *p, size_t n)
 {
-	FILE *fp = fopen(bad_path, "wb");
-
-	if (!fp || fwrite(p, 1, n, fp) != n || fclose(fp))
-		die(1, "%s:", bad_path);
+	write_whole(bad_path, p, n);
 }
 
 /* Open and fully load; 1 if refused with a message containing want. */
@@ -353,12 +342,9 @@ failed_write_keeps_the_old_snapshot(void)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the limited write did not fail cleanly (%d)", status);
 	{
 		/* the old snapshot is still there, byte for byte */
-		FILE *fp = fopen(bad_path, "rb");
-		unsigned char *back = xmalloc(img_len + 1);
-		size_t n = fp ? fread(back, 1, img_len + 1, fp) : 0;
-		CHECK(fp && n == img_len && memcmp(back, img, img_len) == 0, "old snapshot changed");
-		if (fp)
-			fclose(fp);
+		size_t n = 0;
+		unsigned char *back = read_whole(bad_path, &n);
+		CHECK(back && n == img_len && memcmp(back, img, img_len) == 0, "old snapshot changed");
 		free(back);
 	}
 	CHECK(count_temp_files() == 0, "temporary files left behind");

@@ -18,14 +18,14 @@ static char tmpdir[256], shared[256];
 static int
 read_file(const char *path, struct buf *b)
 {
-	FILE *fp = fopen(path, "rb");
-	int r;
+	size_t n;
+	unsigned char *p = read_whole(path, &n);
 
-	if (!fp)
+	if (!p)
 		return -1;
-	r = buf_read_all(b, fp);
-	fclose(fp);
-	return r;
+	buf_add(b, p, n);
+	free(p);
+	return 0;
 }
 
 static void
