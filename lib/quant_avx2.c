@@ -73,6 +73,83 @@ load_q8_0(const void *row, int k)
 }
 #define LOAD_Q8_0(row, k, ...) load_q8_0(row, k)
 
+/* Eight nibbles from 8 bytes: the low ones, or the high ones, as 8 int32. */
+static inline __attribute__((always_inline)) __m256i
+nibbles8(const uint8_t *p, int high)
+{
+	__m128i b = _mm_loadl_epi64((const __m128i *)p);
+
+	if (high)
+		b = _mm_srli_epi16(b, 4);
+	return _mm256_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(0x0f)));
+}
+
+/* q4_0: d * (q - 8); weights 0-15 are low nibbles, 16-31 high ones */
+static inline __attribute__((always_inline)) __m256
+load_q4_0(const void *row, int k)
+{
+	const struct block_q4_0 *b = (const struct block_q4_0 *)row + k / 32;
+	int off = k % 32;
+	__m256i q = nibbles8(b->qs + off % 16, off >= 16);
+
+	return _mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]),
+	    _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8))));
+}
+#define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
+
+/* q5_0: d * (q - 16), the fifth bit of weight j is bit j of qh */
+static inline __attribute__((always_inline)) __m256
+load_q5_0(const void *row, int k)
+{
+	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
+	int off = k % 32;
+	__m256i q = nibbles8(b->qs + off % 16, off >= 16);
+	__m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	__m256i bits = _mm256_and_si256(_mm256_set1_epi32((int)((qh >> off) & 0xff)), lane_bit);
+	q = _mm256_add_epi32(q, _mm256_and_si256(_mm256_cmpeq_epi32(bits, lane_bit),
+	    _mm256_set1_epi32(16)));
+	return _mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]),
+	    _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(16))));
+}
+#define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
+
+/* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
+static inline __attribute__((always_inline)) __m256
+load_q4_K(const void *row, int k)
+{
+	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
+	int off = k % QK_K, j = off / 32, sc, m;
+	__m256i q = nibbles8(b->qs + 32 * (j / 2) + off % 32, j % 2);
+
+	quant_k4_scale_min(j, b->scales, &sc, &m);
+	return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d] * (float)sc),
+	    _mm256_cvtepi32_ps(q)), _mm256_set1_ps(quant_f16_table[b->dmin] * (float)m));
+}
+#define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
+
+/* q6_K: (d * sc) * (q - 32), per sub-block of 16 */
+static inline __attribute__((always_inline)) __m256
+load_q6_K(const void *row, int k)
+{
+	const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
+	int off = k % QK_K, half = off / 128, quarter = off % 128 / 32, l = off % 32;
+	__m128i lo = _mm_loadl_epi64((const __m128i *)(b->ql + 64 * half + (quarter & 1) * 32 + l));
+	__m128i hi = _mm_loadl_epi64((const __m128i *)(b->qh + 32 * half + l));
+	__m256i q;
+
+	if (quarter >= 2)
+		lo = _mm_srli_epi16(lo, 4);
+	lo = _mm_and_si128(lo, _mm_set1_epi8(0x0f));
+	hi = _mm_and_si128(_mm_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm_set1_epi8(3));
+	q = _mm256_cvtepu8_epi32(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)));
+	return _mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d] * (float)b->scales[off / 16]),
+	    _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(32))));
+}
+#define LOAD_Q6_K(row, k, ...) load_q6_K(row, k)
+
 /* A fixed tree: 8 -> 4 -> 2 -> 1. */
 static inline __attribute__((always_inline)) float
 reduce256(__m256 v)
