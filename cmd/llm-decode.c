@@ -240,7 +240,8 @@ main(int argc, char *argv[])
 	if (n_ids > r.kv.max_ctx)
 		die(1, "stdin: %d prompt tokens do not fit max_ctx %d", n_ids, r.kv.max_ctx);
 	r.n_prompt = n_ids;
-	r.fed = xmalloc(((size_t)n_ids + (size_t)n_predict + 1) * sizeof *r.fed);
+	/* one token per position: never more than the context holds */
+	r.fed = xmalloc(((size_t)r.kv.max_ctx + 1) * sizeof *r.fed);
 	memcpy(r.fed, ids, (size_t)n_ids * sizeof *ids);
 
 	r.t_start = now_seconds();
