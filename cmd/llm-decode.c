@@ -77,25 +77,32 @@ print_stats(const struct run *r, int human, int json)
 	}
 }
 
+/* Each token's log-probability given those before it, a batch at a time. */
 static void
 score(struct run *r, const int *ids, int n)
 {
-	double nll = 0;
-	float *logits;
-	int i, err;
+	size_t V = (size_t)r->m.c.vocab_size;
+	float *logits = xmalloc(MODEL_BATCH * V * sizeof *logits);
+	double nll = 0, lp;
+	int i, b, k, err;
 
-	for (i = 0; i + 1 < n; i++) {
-		logits = model_forward(&r->m, &r->kv, ids[i], i, 1, &err);
+	for (i = 0; i + 1 < n; i += b) {
+		/* the last token is only scored, never run */
+		b = n - 1 - i < MODEL_BATCH ? n - 1 - i : MODEL_BATCH;
+		model_forward_logits(&r->m, &r->kv, ids + i, b, i, logits, &err);
 		if (err)
 			die(1, "%s: %s", r->model_path, llm_err());
-		r->computed++;
-		double lp = log_prob(logits, r->m.c.vocab_size, ids[i + 1]);
-		nll -= lp;
-		if (printf("%.6f\n", lp) < 0)
+		r->computed += b;
+		for (k = 0; k < b; k++) {
+			lp = log_prob(logits + k * V, (int)V, ids[i + k + 1]);
+			nll -= lp;
+			if (printf("%.6f\n", lp) < 0)
+				die(1, "stdout:");
+		}
+		if (fflush(stdout) == EOF)
 			die(1, "stdout:");
 	}
-	if (fflush(stdout) == EOF)
-		die(1, "stdout:");
+	free(logits);
 	fprintf(stderr, "scored %d tokens, perplexity %.4f\n",
 	    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
 }

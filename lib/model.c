@@ -487,9 +487,14 @@ attention_worker(void *arg, int ith, int nth)
 	}
 }
 
-float *
-model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    int want_logits, int *err)
+/*
+ * The batch pass.  Logits: none (all_logits NULL, want_logits 0), the last
+ * token's into m->logits (want_logits 1), or every token's, n rows of
+ * vocab_size, into all_logits.
+ */
+static float *
+forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
+    int want_logits, float *all_logits, int *err)
 {
 	const struct model_config *c = &m->c;
 	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim;
@@ -569,6 +574,13 @@ model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, in
 			m->x[j] += m->xb2[j];
 	}
 	kv->seq_len = pos + n;
+	if (all_logits) {
+		for (i = 0; i < n; i++)
+			rmsnorm(m->x + (size_t)i * D, m->x + (size_t)i * D, m->output_norm, D, c->rms_eps);
+		struct matvec out[] = { { all_logits, (size_t)c->vocab_size, &m->output } };
+		matmul(m, out, 1, m->x, D, n);
+		return all_logits;
+	}
 	if (!want_logits)
 		return NULL;
 
@@ -581,6 +593,20 @@ model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, in
 fail:
 	*err = 1;
 	return NULL;
+}
+
+float *
+model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
+    int want_logits, int *err)
+{
+	return forward(m, kv, tokens, n, pos, want_logits, NULL, err);
+}
+
+float *
+model_forward_logits(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
+    float *logits, int *err)
+{
+	return forward(m, kv, tokens, n, pos, 1, logits, err);
 }
 
 float *

@@ -74,6 +74,10 @@ void model_set_pool(struct model *m, struct pool *pool);
 float *model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n,
     int pos, int want_logits, int *err);
 
+/* The same, with every token's logits: n rows of vocab_size into logits. */
+float *model_forward_logits(struct model *m, struct kv *kv, const int *tokens, int n,
+    int pos, float *logits, int *err);
+
 /* One token: model_forward_batch with n = 1. */
 float *model_forward(struct model *m, struct kv *kv, int token, int pos,
     int want_logits, int *err);

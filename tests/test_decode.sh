@@ -81,6 +81,15 @@ score_prints_log_probs_and_perplexity() {
 	[ "$want" = "$got" ] || fail "perplexity $got, want $want"
 }
 
+score_does_not_depend_on_batch_boundaries() {
+	m=$(tiny q8_0)
+	# 150 tokens run as batches of 64, 64 and 21; a 71-token prefix as 64 and 6
+	seq 100 249 | "$D" -m "$m" --score >"$TMP/all" 2>/dev/null || return 1
+	seq 100 170 | "$D" -m "$m" --score >"$TMP/prefix" 2>/dev/null || return 1
+	[ "$(wc -l <"$TMP/all")" -eq 149 ] || fail "$(wc -l <"$TMP/all") scores"
+	head -n 70 "$TMP/all" | cmp - "$TMP/prefix" || fail "the prefix scores differ"
+}
+
 stops_at_eos_unless_ignore_eos() {
 	echo 1 | "$D" -m "$(tiny f32)" --greedy --ignore-eos -n 40 >"$TMP/free"
 	# Make a model whose EOS is the 6th token greedy decoding produces.
@@ -145,6 +154,7 @@ t context_overflow_exits_nonzero_after_emitting_tokens
 t prompt_longer_than_context_is_refused
 t bad_token_ids_are_named_with_position
 t score_prints_log_probs_and_perplexity
+t score_does_not_depend_on_batch_boundaries
 t stops_at_eos_unless_ignore_eos
 t sampling_is_reproducible_for_a_seed
 t stats_json_is_one_line_with_the_keys
