@@ -13,7 +13,8 @@ if [ -z "$model" ]; then
 	model=../shared/models/stories260K.gguf
 	if [ ! -f "$model" ]; then
 		model=$tmp/demo-random.gguf
-		tests/mkmodel -t q8_0 -o "$model"
+		# mostly word pieces, few byte tokens: random, but readable
+		tests/mkmodel -t q8_0 -v 4096 -o "$model"
 		random=1
 	fi
 fi

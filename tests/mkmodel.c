@@ -12,7 +12,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] -o OUT.gguf\n", argv0);
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -22,17 +22,18 @@ main(int argc, char *argv[])
 	const char *out = NULL, *shape = "tiny", *tname = "f32";
 	struct fixture f;
 	uint32_t type;
-	int c, ctx = 0, eos = -1, mix;
+	int c, ctx = 0, eos = -1, vocab = 0, mix;
 	long long seed = -1;
 
 	argv0 = "mkmodel";
-	while ((c = getopt(argc, argv, "s:t:c:S:E:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
 		case 'c': ctx = atoi(optarg); break;
 		case 'S': seed = atoll(optarg); break;
 		case 'E': eos = atoi(optarg); break;
+		case 'v': vocab = atoi(optarg); break;
 		case 'o': out = optarg; break;
 		default: usage();
 		}
@@ -58,6 +59,11 @@ main(int argc, char *argv[])
 		f.ctx = ctx;
 	if (eos >= 0)
 		f.eos_id = eos;
+	if (vocab > 0) {
+		if (vocab < 260)
+			die(2, "-v %d: a vocabulary needs at least 260 tokens", vocab);
+		f.vocab = vocab;
+	}
 	if (seed >= 0)
 		f.seed = (uint64_t)seed;
 	if (fixture_write(&f, out) < 0)
