@@ -351,22 +351,6 @@ rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 		out[i] = weight[i] * (ss * x[i]);
 }
 
-static void
-softmax(float *x, int n)
-{
-	float max = x[0], sum = 0;
-	int i;
-
-	for (i = 1; i < n; i++)
-		if (x[i] > max)
-			max = x[i];
-	for (i = 0; i < n; i++) {
-		x[i] = expf(x[i] - max);
-		sum += x[i];
-	}
-	for (i = 0; i < n; i++)
-		x[i] /= sum;
-}
 
 /*
  * Matrix products over one input batch X (T rows of ldx floats): each
@@ -463,7 +447,7 @@ attention_worker(void *arg, int ith, int nth)
 	int q_dim = c->n_heads * c->head_dim;
 	float scale = 1.0f / sqrtf((float)c->head_dim);
 	float *att = m->att + (size_t)ith * group * m->att_cap;
-	int work, t, g;
+	int work, g;
 
 	for (work = ith; work < job->n * c->n_kv_heads; work += nth) {
 		int i = work / c->n_kv_heads, kvh = work % c->n_kv_heads, last = job->pos + i;
@@ -473,12 +457,8 @@ attention_worker(void *arg, int ith, int nth)
 		quant_gemm(GGML_F32, kv_k_read(job->kv, job->layer, 0) + kvh * c->head_dim,
 		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim,
 		    m->q + first_head, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
-		for (g = 0; g < group; g++) {
-			float *a = att + (size_t)g * m->att_cap;
-			for (t = 0; t <= last; t++)
-				a[t] *= scale;
-			softmax(a, last + 1);
-		}
+		for (g = 0; g < group; g++)
+			quant_softmax(att + (size_t)g * m->att_cap, last + 1, scale);
 		for (g = 0; g < group; g += 8)
 			quant_attn_values(last + 1, group - g < 8 ? group - g : 8,
 			    att + (size_t)g * m->att_cap, (size_t)m->att_cap,

@@ -26,6 +26,10 @@ typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
 values_fn quant_avx2_attn_values, quant_avx512_attn_values;
 static values_fn scalar_attn_values;
 static values_fn *values_impl = scalar_attn_values;
+typedef void softmax_fn(float *x, int n, float scale);
+softmax_fn quant_avx2_softmax, quant_avx512_softmax;
+static softmax_fn scalar_softmax;
+static softmax_fn *softmax_impl = scalar_softmax;
 extern int quant_avx2_built, quant_avx512_built;
 static gemm_fn scalar_gemm;
 static gemm_fn *gemm_impl = scalar_gemm;
@@ -342,6 +346,30 @@ scalar_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 	}
 }
 
+static void
+scalar_softmax(float *x, int n, float scale)
+{
+	float max, sum = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		x[i] *= scale;
+	for (max = x[0], i = 1; i < n; i++)
+		max = x[i] > max ? x[i] : max;
+	for (i = 0; i < n; i++) {
+		x[i] = expf(x[i] - max);
+		sum += x[i];
+	}
+	for (i = 0; i < n; i++)
+		x[i] /= sum;
+}
+
+void
+quant_softmax(float *x, int n, float scale)
+{
+	softmax_impl(x, n, scale);
+}
+
 void
 quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
@@ -394,6 +422,8 @@ quant_set_isa(int isa)
 	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
 	values_impl = isa == QUANT_AVX512 ? quant_avx512_attn_values :
 	    isa == QUANT_AVX2 ? quant_avx2_attn_values : scalar_attn_values;
+	softmax_impl = isa == QUANT_AVX512 ? quant_avx512_softmax :
+	    isa == QUANT_AVX2 ? quant_avx2_softmax : scalar_softmax;
 	return 0;
 }
 

@@ -115,6 +115,9 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out);
 
+/* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
+void quant_softmax(float *x, int n, float scale);
+
 /* The dot product of one row of n weights with the f32 vector x. */
 float quant_dot_row(uint32_t type, const void *row, const float *x, size_t n);
 

@@ -3,6 +3,7 @@
  * Built with -mavx2 -mfma -mf16c; quant.c calls it only when cpuid
  * says the processor has them.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -159,6 +160,54 @@ reduce256(__m256 v)
 	return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 #define REDUCE(v) reduce256(v)
+#define MUL(a, b) _mm256_mul_ps(a, b)
+#define ADD(a, b) _mm256_add_ps(a, b)
+#define SUB(a, b) _mm256_sub_ps(a, b)
+#define DIV(a, b) _mm256_div_ps(a, b)
+#define MAX(a, b) _mm256_max_ps(a, b)
+
+static inline __attribute__((always_inline)) float
+reduce_max256(__m256 v)
+{
+	__m128 b = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+	return _mm_cvtss_f32(_mm_max_ss(b, _mm_movehdup_ps(b)));
+}
+#define REDUCE_MAX(v) reduce_max256(v)
+
+static inline __attribute__((always_inline)) __m256
+tail_pad(const float *p, int n, float pad)
+{
+	float v[8] = { pad, pad, pad, pad, pad, pad, pad, pad };
+	memcpy(v, p, (size_t)n * sizeof *v);
+	return _mm256_loadu_ps(v);
+}
+#define LOADX_TAIL_PAD(p, n, pad) tail_pad(p, n, pad)
+
+/* exp(x) for x <= 0, as in Cephes; see quant_avx512.c. */
+static inline __attribute__((always_inline)) __m256
+exp256(__m256 x)
+{
+	__m256 n, r, p;
+	__m256i e;
+
+	x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+	n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
+	    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	/* 2^n from the exponent bits; n >= -126 after the clamp */
+	e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#define EXP(v) exp256(v)
 
 #include "quant_simd.h"
 
@@ -171,6 +220,11 @@ quant_avx2_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 {
 	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
 	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+}
+void
+quant_avx2_softmax(float *x, int n, float scale)
+{
+	(void)x, (void)n, (void)scale;
 }
 void
 quant_avx2_attn_values(int n_pos, int heads, const float *att, size_t ld_att,

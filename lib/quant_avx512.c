@@ -3,6 +3,7 @@
  * Built with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; quant.c calls
  * it only when cpuid says the processor has them.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -129,6 +130,39 @@ reduce512(__m512 v)
 	return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
 #define REDUCE(v) reduce512(v)
+#define MUL(a, b) _mm512_mul_ps(a, b)
+#define ADD(a, b) _mm512_add_ps(a, b)
+#define SUB(a, b) _mm512_sub_ps(a, b)
+#define DIV(a, b) _mm512_div_ps(a, b)
+#define MAX(a, b) _mm512_max_ps(a, b)
+#define REDUCE_MAX(v) _mm512_reduce_max_ps(v)
+#define LOADX_TAIL_PAD(p, n, pad) _mm512_mask_loadu_ps(_mm512_set1_ps(pad), MASK(n), p)
+
+/*
+ * exp(x) for x <= 0, as in Cephes: x = n ln 2 + r with |r| <= ln2/2, a
+ * degree-6 polynomial for e^r, then scaled by 2^n.  Relative error about
+ * 2e-7; below -87 it is 0.
+ */
+static inline __attribute__((always_inline)) __m512
+exp512(__m512 x)
+{
+	__m512 n, r, p;
+
+	x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+	n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
+	    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+	p = _mm512_set1_ps(1.9875691500e-4f);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+	p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	return _mm512_scalef_ps(p, n);
+}
+#define EXP(v) exp512(v)
 
 /*
  * Four reductions at once, adding the very same pairs as reduce512 at
@@ -163,6 +197,11 @@ quant_avx512_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
 {
 	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
 	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+}
+void
+quant_avx512_softmax(float *x, int n, float scale)
+{
+	(void)x, (void)n, (void)scale;
 }
 void
 quant_avx512_attn_values(int n_pos, int heads, const float *att, size_t ld_att,

@@ -278,6 +278,47 @@ CAT(PREFIX, attn_values)(int n_pos, int heads, const float *att, size_t ld_att,
 	}
 }
 
+/*
+ * x[0..n) = softmax(scale * x): the scaled maximum, then exp and a lane-wise
+ * sum reduced by the fixed tree, then a division.
+ */
+void
+CAT(PREFIX, softmax)(float *x, int n, float scale)
+{
+	VEC sv = SET1(scale), mv = SET1(-INFINITY), acc = ZERO(), v;
+	float max, sum;
+	int k;
+
+	for (k = 0; k + LANES <= n; k += LANES) {
+		v = MUL(LOADX(x + k), sv);
+		STORE(x + k, v);
+		mv = MAX(mv, v);
+	}
+	for (; k < n; k++)
+		x[k] *= scale;
+	max = REDUCE_MAX(mv);
+	for (k -= k % LANES; k < n; k++)	/* the tail */
+		max = x[k] > max ? x[k] : max;
+	mv = SET1(max);
+	for (k = 0; k + LANES <= n; k += LANES) {
+		v = EXP(SUB(LOADX(x + k), mv));
+		STORE(x + k, v);
+		acc = ADD(acc, v);
+	}
+	if (k < n) {
+		/* masked-off lanes are exp(-inf) = 0 */
+		v = EXP(SUB(LOADX_TAIL_PAD(x + k, n - k, -INFINITY), mv));
+		STORE_TAIL(x + k, v, n - k);
+		acc = ADD(acc, v);
+	}
+	sum = REDUCE(acc);
+	sv = SET1(sum);
+	for (k = 0; k + LANES <= n; k += LANES)
+		STORE(x + k, DIV(LOADX(x + k), sv));
+	for (; k < n; k++)
+		x[k] /= sum;
+}
+
 void
 CAT(PREFIX, gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
