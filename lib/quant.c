@@ -377,15 +377,6 @@ quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 	values_impl(n_pos, heads, att, ld_att, v, ld_v, dim, out, ld_out);
 }
 
-float
-quant_dot_row(uint32_t type, const void *row, const float *x, size_t n)
-{
-	float out;
-
-	quant_gemm(type, row, 0, 0, 1, (int)n, x, n, 1, &out, 1);
-	return out;
-}
-
 /* What the processor and the operating system support. */
 static int
 cpu_isa(void)

@@ -118,7 +118,4 @@ void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 /* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
 void quant_softmax(float *x, int n, float scale);
 
-/* The dot product of one row of n weights with the f32 vector x. */
-float quant_dot_row(uint32_t type, const void *row, const float *x, size_t n);
-
 #endif

@@ -197,13 +197,6 @@ json_num(struct json *j, const char *key, double v)
 }
 
 void
-json_str(struct json *j, const char *key, const char *v)
-{
-	json_key(j, key);
-	json_write_string(j->fp, v);
-}
-
-void
 json_end(struct json *j)
 {
 	fputs("}\n", j->fp);
