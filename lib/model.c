@@ -508,7 +508,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		m->att_threads = nth;
 	}
 	/* Grow the cache for the whole batch before any row is written. */
-	if (!kv_k_write(kv, 0, pos + n - 1))
+	if (kv_grow_to(kv, pos + n) < 0)
 		goto fail;
 
 	for (i = 0; i < n; i++)

@@ -307,8 +307,10 @@ tok_load(struct tok *t, const struct gguf *g)
 	t->special = xmalloc(n * sizeof *t->special);
 	for (i = 0; i < t->n_vocab; i++)
 		if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER_DEFINED ||
-		    t->type[i] == TT_UNKNOWN) && t->piece[i].n > 0)
+		    t->type[i] == TT_UNKNOWN) && t->piece[i].n > 0) {
 			t->special[t->n_special++] = i;
+			t->has_user_defined |= t->type[i] == TT_USER_DEFINED;
+		}
 	sort_specials(t);
 	return 0;
 fail:
@@ -678,11 +680,8 @@ tok_encode(struct tok *t, const char *text, size_t len, int parse_special, struc
 {
 	size_t i, start = 0;
 	int id, after_special = 1;
-	int any_user = 0;
 
-	for (i = 0; i < (size_t)t->n_special && !any_user; i++)
-		any_user = t->type[t->special[i]] == TT_USER_DEFINED;
-	if (!parse_special && !any_user) {
+	if (!parse_special && !t->has_user_defined) {
 		encode_text(t, text, len, 1, out);
 		return;
 	}

@@ -48,6 +48,7 @@ struct tok {
 	char warning[160];	/* a non-fatal problem, for the tool to print */
 	int *special;		/* control, unknown and user-defined ids, longest first */
 	int n_special;
+	int has_user_defined;	/* user-defined tokens are matched even without --special */
 };
 
 /* From an open GGUF (a model or a vocabulary-only file); -1, llm_err(). */

@@ -142,6 +142,22 @@ clampi(int v, int lo, int hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* 32 quants into nibbles (j and j + 16 share qs[j]) and, for 5 bits, qh. */
+static void
+pack32(const int *q, uint8_t *qs, uint8_t *qh)
+{
+	uint32_t h = 0;
+	int j;
+
+	for (j = 0; j < 16; j++)
+		qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
+	if (qh) {
+		for (j = 0; j < 32; j++)
+			h |= (uint32_t)(q[j] >> 4) << j;
+		memcpy(qh, &h, 4);
+	}
+}
+
 /* q4_0 / q5_0: d = max / -(2^(bits-1)), as ggml's reference quantizer. */
 static void
 quantize_q4_0_q5_0(const float *x, void *out, size_t n, int bits)
@@ -151,27 +167,19 @@ quantize_q4_0_q5_0(const float *x, void *out, size_t n, int bits)
 	for (i = 0; i < (int)n / 32; i++) {
 		const float *xb = x + 32 * i;
 		float d = signed_max(xb, 32) / -half, id = d ? 1 / d : 0;
-		uint8_t *qs;
-		uint32_t qh = 0;
-		uint16_t hd = f32_to_f16(d);
 		int q[32];
 
 		for (j = 0; j < 32; j++)
 			q[j] = clampi((int)(xb[j] * id + half + 0.5f), 0, 2 * half - 1);
 		if (bits == 4) {
 			struct block_q4_0 *b = (struct block_q4_0 *)out + i;
-			b->d = hd;
-			qs = b->qs;
+			b->d = f32_to_f16(d);
+			pack32(q, b->qs, NULL);
 		} else {
 			struct block_q5_0 *b = (struct block_q5_0 *)out + i;
-			b->d = hd;
-			qs = b->qs;
-			for (j = 0; j < 32; j++)
-				qh |= (uint32_t)(q[j] >> 4) << j;
-			memcpy(b->qh, &qh, 4);
+			b->d = f32_to_f16(d);
+			pack32(q, b->qs, b->qh);
 		}
-		for (j = 0; j < 16; j++)
-			qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
 	}
 }
 
@@ -184,8 +192,6 @@ quantize_q4_1_q5_1(const float *x, void *out, size_t n, int bits)
 	for (i = 0; i < (int)n / 32; i++) {
 		const float *xb = x + 32 * i;
 		float lo = xb[0], hi = xb[0], d, id;
-		uint8_t *qs;
-		uint32_t qh = 0;
 		int q[32];
 
 		for (j = 1; j < 32; j++)
@@ -197,17 +203,12 @@ quantize_q4_1_q5_1(const float *x, void *out, size_t n, int bits)
 		if (bits == 4) {
 			struct block_q4_1 *b = (struct block_q4_1 *)out + i;
 			b->d = f32_to_f16(d), b->m = f32_to_f16(lo);
-			qs = b->qs;
+			pack32(q, b->qs, NULL);
 		} else {
 			struct block_q5_1 *b = (struct block_q5_1 *)out + i;
 			b->d = f32_to_f16(d), b->m = f32_to_f16(lo);
-			qs = b->qs;
-			for (j = 0; j < 32; j++)
-				qh |= (uint32_t)(q[j] >> 4) << j;
-			memcpy(b->qh, &qh, 4);
+			pack32(q, b->qs, b->qh);
 		}
-		for (j = 0; j < 16; j++)
-			qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
 	}
 }
 
