@@ -6,25 +6,48 @@ TMP="${LLM_TEST_TMP:-$PWD/tests/tmp}/$(basename "$0" .sh)"
 SHARED="${LLM_SHARED:-$PWD/../shared}"
 mkdir -p "$TMP"
 
-# t NAME: run function NAME; it fails by returning non-zero, or skips by
-# printing "skip: why" and returning 77.
+# t NAME: run function NAME in a subshell.  It passes if it returns 0,
+# skips if it calls skip, and fails if it returns anything else or if
+# any check called fail, even from a pipeline or a nested subshell:
+# fail leaves a mark that t reads, so no later command can hide it.
 t() {
+	rm -f "$TMP/.failed"
 	out=$("$1" 2>&1)
 	rc=$?
-	if [ $rc -eq 0 ]; then
-		echo "PASS: $1"
+	if [ -e "$TMP/.failed" ] || { [ $rc -ne 0 ] && [ $rc -ne 77 ]; }; then
+		echo "FAIL: $1"
+		printf '%s\n' "$out" | sed 's/^/    /' >&2
 	elif [ $rc -eq 77 ]; then
 		echo "SKIP: $1: $(printf '%s\n' "$out" | sed -n 's/^skip: //p' | head -n 1)"
 	else
-		echo "FAIL: $1"
-		printf '%s\n' "$out" | sed 's/^/    /' >&2
+		echo "PASS: $1"
 	fi
+	rm -f "$TMP/.failed"
 }
 
-fail() { echo "$*"; return 1; }
+# fail MESSAGE: the check failed; the test stops here.
+fail() {
+	echo "$*"
+	: >>"$TMP/.failed"
+	exit 1
+}
+
+# skip WHY: the test cannot run here (call it before any check).
+skip() {
+	echo "skip: $*"
+	exit 77
+}
+
+# need FILE...: skip unless every FILE exists.
+need() {
+	for f in "$@"; do
+		[ -f "$f" ] || skip "$f not present"
+	done
+}
 
 # tiny TYPE: path of the tiny fixture model of that type, made once.
 tiny() {
-	[ -f "$TMP/tiny-$1.gguf" ] || "$PWD/tests/mkmodel" -t "$1" -o "$TMP/tiny-$1.gguf"
+	[ -f "$TMP/tiny-$1.gguf" ] || "$PWD/tests/mkmodel" -t "$1" -o "$TMP/tiny-$1.gguf" >&2 ||
+		fail "mkmodel -t $1"
 	echo "$TMP/tiny-$1.gguf"
 }

@@ -6,7 +6,7 @@ D="$BIN/llm-decode"
 stories260K_reproduces_reference_ids() {
 	m="$SHARED/models/stories260K.gguf"
 	ref="$SHARED/models/stories260K.ref"
-	[ -f "$m" ] && [ -f "$ref" ] || { echo "skip: $m not present"; return 77; }
+	need "$m" "$ref"
 	prompt=$(sed -n 's/^prompt_ids\t//p' "$ref")
 	sed -n 's/^greedy_ids\t//p' "$ref" | tr ' ' '\n' >"$TMP/want"
 	[ "$(wc -l <"$TMP/want")" -eq 250 ] || fail "reference has no 250 ids"
@@ -19,10 +19,14 @@ stories260K_reproduces_reference_ids() {
 
 grow_on_demand_and_prealloc_give_identical_ids() {
 	m=$(tiny q8_0)
-	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 320 --stats-json >"$TMP/a" 2>"$TMP/a.err" || return 1
-	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 320 --kv-prealloc --stats-json >"$TMP/b" 2>"$TMP/b.err" || return 1
+	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 320 --stats-json --kv-out "$TMP/a.kv" \
+		>"$TMP/a" 2>"$TMP/a.err" || fail "exit $?"
+	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 320 --kv-prealloc --stats-json --kv-out "$TMP/b.kv" \
+		>"$TMP/b" 2>"$TMP/b.err" || fail "exit $?"
 	[ "$(wc -l <"$TMP/a")" -eq 320 ] || fail "$(wc -l <"$TMP/a") ids"
 	cmp "$TMP/a" "$TMP/b" || fail "ids differ"
+	# The ids of a random model hardly depend on attention; the caches do.
+	cmp "$TMP/a.kv" "$TMP/b.kv" || fail "the grown and dense caches differ"
 	grep -q '"kv_capacity":512' "$TMP/a.err" || fail "grown capacity: $(cat "$TMP/a.err")"
 	# tiny: 3 layers x 32 kv_dim x 4 bytes x 2 (K, V) per position
 	grep -q '"kv_bytes":393216,' "$TMP/a.err" || fail "grown bytes: $(cat "$TMP/a.err")"
@@ -84,8 +88,8 @@ score_prints_log_probs_and_perplexity() {
 score_does_not_depend_on_batch_boundaries() {
 	m=$(tiny q8_0)
 	# 150 tokens run as batches of 64, 64 and 21; a 71-token prefix as 64 and 6
-	seq 100 249 | "$D" -m "$m" --score >"$TMP/all" 2>/dev/null || return 1
-	seq 100 170 | "$D" -m "$m" --score >"$TMP/prefix" 2>/dev/null || return 1
+	seq 100 249 | "$D" -m "$m" --score >"$TMP/all" 2>/dev/null || fail "exit $?"
+	seq 100 170 | "$D" -m "$m" --score >"$TMP/prefix" 2>/dev/null || fail "exit $?"
 	[ "$(wc -l <"$TMP/all")" -eq 149 ] || fail "$(wc -l <"$TMP/all") scores"
 	head -n 70 "$TMP/all" | cmp - "$TMP/prefix" || fail "the prefix scores differ"
 }
@@ -95,7 +99,7 @@ stops_at_eos_unless_ignore_eos() {
 	# Make a model whose EOS is the 6th token greedy decoding produces.
 	eos=$(sed -n 6p "$TMP/free")
 	first=$(grep -n "^$eos\$" "$TMP/free" | head -n 1 | cut -d: -f1)
-	"$PWD/tests/mkmodel" -t f32 -E "$eos" -o "$TMP/eos.gguf" || return 1
+	"$PWD/tests/mkmodel" -t f32 -E "$eos" -o "$TMP/eos.gguf" || fail "exit $?"
 	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy -n 40 >"$TMP/out" || fail "exit $?"
 	head -n $((first - 1)) "$TMP/free" | cmp - "$TMP/out" || fail "did not stop before EOS $eos"
 	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy --ignore-eos -n 40 | cmp - "$TMP/free" ||
@@ -116,7 +120,7 @@ sampling_is_reproducible_for_a_seed() {
 }
 
 stats_json_is_one_line_with_the_keys() {
-	echo "1 2 3" | "$D" -m "$(tiny q8_0)" -n 4 --ignore-eos --stats-json >/dev/null 2>"$TMP/err" || return 1
+	echo "1 2 3" | "$D" -m "$(tiny q8_0)" -n 4 --ignore-eos --stats-json >/dev/null 2>"$TMP/err" || fail "exit $?"
 	[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$(cat "$TMP/err")"
 	for k in prompt_tokens generated_tokens ttft_ms prefill_tok_s decode_tok_s \
 	    kv_bytes kv_capacity max_ctx peak_rss_bytes; do

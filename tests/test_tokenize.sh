@@ -6,10 +6,9 @@ SPM="$SHARED/vocab/ggml-vocab-llama-spm.gguf"
 STAR="$SHARED/vocab/ggml-vocab-starcoder.gguf"
 STORIES="$SHARED/models/stories260K.gguf"
 
-need() { [ -f "$1" ] || { echo "skip: $1 not present"; return 77; }; }
 
 stories260K_prompt_matches_reference_ids() {
-	need "$STORIES" || return 77
+	need "$STORIES"
 	want=$(sed -n 's/^prompt_ids\t//p' "$SHARED/models/stories260K.ref")
 	got=$("$T" -m "$STORIES" 'Once upon a time' | tr '\n' ' ' | sed 's/ $//')
 	[ "$got" = "$want" ] || fail "got '$got', want '$want'"
@@ -25,17 +24,16 @@ arguments_join_with_spaces_and_stdin_is_read_whole() {
 }
 
 bos_and_eos_follow_the_model_and_the_flags() {
-	need "$SPM" || return 77
+	need "$SPM" "$STAR"
 	[ "$("$T" -m "$SPM" hi | head -n 1)" = 1 ] || fail "SentencePiece adds BOS by default"
 	[ "$("$T" -m "$SPM" --no-bos hi | head -n 1)" != 1 ] || fail "--no-bos"
 	[ "$("$T" -m "$SPM" --eos hi | tail -n 1)" = 2 ] || fail "--eos"
-	need "$STAR" || return 77
 	[ "$("$T" -m "$STAR" hi | wc -l)" -eq 1 ] || fail "BPE adds no BOS by default"
 	[ "$("$T" -m "$STAR" --bos hi | head -n 1)" = 0 ] || fail "--bos"
 }
 
 special_tokens_parse_only_with_special() {
-	need "$STAR" || return 77
+	need "$STAR"
 	[ "$("$T" -m "$STAR" --special '<fim_prefix>x' | tr '\n' ' ')" = "1 125 " ] ||
 		fail "with --special: $("$T" -m "$STAR" --special '<fim_prefix>x' | tr '\n' ' ')"
 	[ "$("$T" -m "$STAR" '<fim_prefix>x' | wc -l)" -gt 2 ] || fail "without --special it is text"
@@ -45,11 +43,10 @@ special_tokens_parse_only_with_special() {
 }
 
 decode_round_trips_text() {
-	need "$SPM" || return 77
+	need "$SPM" "$STAR"
 	printf 'Hello, world!\n  indented \xc3\xa9t\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80\n' >"$TMP/text"
-	"$T" -m "$SPM" <"$TMP/text" | "$T" -m "$SPM" -d >"$TMP/back" || return 1
+	"$T" -m "$SPM" <"$TMP/text" | "$T" -m "$SPM" -d >"$TMP/back" || fail "exit $?"
 	cmp "$TMP/text" "$TMP/back" || fail "text changed"
-	need "$STAR" || return 77
 	"$T" -m "$STAR" <"$TMP/text" | "$T" -m "$STAR" -d | cmp - "$TMP/text" || fail "starcoder"
 }
 
@@ -70,9 +67,9 @@ decode_rejects_bad_ids_by_name() {
 }
 
 decode_streams_before_input_ends() {
-	need "$SPM" || return 77
+	need "$SPM"
 	rm -f "$TMP/fifo" "$TMP/stream"
-	mkfifo "$TMP/fifo" || return 1
+	mkfifo "$TMP/fifo" || fail "exit $?"
 	"$T" -m "$SPM" -d <"$TMP/fifo" >"$TMP/stream" &
 	pid=$!
 	exec 3>"$TMP/fifo"
@@ -89,8 +86,8 @@ decode_streams_before_input_ends() {
 }
 
 vocab_lists_every_token() {
-	need "$SPM" || return 77
-	"$T" -m "$SPM" --vocab >"$TMP/vocab" || return 1
+	need "$SPM"
+	"$T" -m "$SPM" --vocab >"$TMP/vocab" || fail "exit $?"
 	[ "$(wc -l <"$TMP/vocab")" -eq 32000 ] || fail "$(wc -l <"$TMP/vocab") lines"
 	[ "$(sed -n 2p "$TMP/vocab")" = "$(printf '1\tcontrol\t<s>')" ] || fail "line 2: $(sed -n 2p "$TMP/vocab")"
 	[ "$(sed -n 4p "$TMP/vocab")" = "$(printf '3\tbyte\t<0x00>')" ] || fail "line 4"
