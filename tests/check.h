@@ -6,6 +6,7 @@
 #ifndef LLM_CHECK_H
 #define LLM_CHECK_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -37,6 +38,19 @@ static char check_skip[1024];
 } while (0)
 
 #define CHECK_EXIT() return check_total_failed ? 1 : 0
+
+/*
+ * The larger of two errors, and NaN if either is NaN.  fmax and "e >
+ * worst" both drop a NaN, so a kernel that returns NaN would pass; with
+ * this, a NaN or infinite error fails any CHECK(worst <= limit).
+ */
+static inline double
+worst_of(double a, double b)
+{
+	if (isnan(a) || isnan(b))
+		return NAN;
+	return a > b ? a : b;
+}
 
 /* A whole file into a malloc'd buffer; NULL if it cannot be read. */
 static inline unsigned char *

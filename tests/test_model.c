@@ -176,10 +176,10 @@ cached_decoding_matches_uncached_reference(uint32_t type)
 		CHECK(!err, "%s", llm_err());
 		for (i = 0; i < m.c.vocab_size; i++) {
 			double r = ref[(size_t)t * m.c.vocab_size + i];
-			maxabs = fmax(maxabs, fabs(r));
-			maxdiff = fmax(maxdiff, fabs(logits[i] - r));
+			maxabs = worst_of(maxabs, fabs(r));
+			maxdiff = worst_of(maxdiff, fabs(logits[i] - r));
 		}
-		worst = fmax(worst, maxdiff / maxabs);
+		worst = worst_of(worst, maxdiff / maxabs);
 	}
 	CHECK(worst <= 1e-4, "%s: relative logit error %g", gguf_type_name(type), worst);
 	free(ref);

@@ -162,11 +162,11 @@ simd_kernels_match_the_scalar_kernel(void)
 				quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++)
-						scale = fmax(scale, fabs(ref[t][r]));
+						scale = worst_of(scale, fabs(ref[t][r]));
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++) {
 						double e = fabs(got[t][r] - ref[t][r]) / scale;
-						worst = e > worst ? e : worst;
+						worst = worst_of(worst, e);
 						/* one row, one token: the same bits as in the batch */
 						quant_gemm(type, q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
 						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
