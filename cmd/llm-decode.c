@@ -194,7 +194,7 @@ main(int argc, char *argv[])
 		case 'm': r.model_path = optarg; break;
 		case 'n': n_predict = (int)opt_int("-n", optarg, 0, 1 << 30); break;
 		case 't': r.threads = (int)opt_int("-t", optarg, 1, 256); break;
-		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, 1 << 30); break;
+		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
 		case O_GREEDY: temp = 0; break;
 		case O_TEMP: temp = (float)opt_real("--temp", optarg, 0, 100); break;
 		case O_TOPK: top_k = (int)opt_int("--top-k", optarg, 0, 1 << 30); break;

@@ -57,6 +57,17 @@ gguf_type_name(uint32_t type)
 	return buf;
 }
 
+static const char *const value_type_name[GGUF_NVTYPES] = {
+	"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool",
+	"string", "array", "uint64", "int64", "float64",
+};
+
+const char *
+gguf_value_type_name(uint32_t type)
+{
+	return type < GGUF_NVTYPES ? value_type_name[type] : "unknown type";
+}
+
 static const uint32_t scalar_size[GGUF_NVTYPES] = {
 	[GGUF_UINT8] = 1, [GGUF_INT8] = 1, [GGUF_UINT16] = 2, [GGUF_INT16] = 2,
 	[GGUF_UINT32] = 4, [GGUF_INT32] = 4, [GGUF_FLOAT32] = 4, [GGUF_BOOL] = 1,
@@ -268,6 +279,18 @@ parse_tensors(struct gguf *g, struct cursor *c)
 	return 0;
 }
 
+/*
+ * The alignment the kernels need for a type's data: f32 is read as
+ * float, the others as uint16 (f16, bf16, and every block starts with
+ * an f16 scale; block sizes are even).  The map starts on a page, so a
+ * file offset with this alignment gives an aligned pointer.
+ */
+static uint64_t
+element_alignment(uint32_t type)
+{
+	return type == GGML_F32 ? 4 : 2;
+}
+
 static int
 bind_tensor_data(struct gguf *g)
 {
@@ -284,6 +307,13 @@ bind_tensor_data(struct gguf *g)
 		if (!add_ok(g->data_offset, t->offset, &end) ||
 		    !add_ok(end, t->nbytes, &end) || end > g->size) {
 			llm_seterr("tensor %s: data ends past end of file", t->name);
+			return -1;
+		}
+		if ((g->data_offset + t->offset) % element_alignment(t->type)) {
+			llm_seterr("tensor %s: data at file offset %llu is not aligned "
+			    "to its %s elements", t->name,
+			    (unsigned long long)(g->data_offset + t->offset),
+			    gguf_type_name(t->type));
 			return -1;
 		}
 		t->data = g->map + g->data_offset + t->offset;
@@ -450,7 +480,8 @@ gguf_get_u32(const struct gguf *g, const char *key, uint32_t *out)
 	if (!kv)
 		return 0;
 	if (kv_integer(kv, &v) < 0) {
-		llm_seterr("key %s: expected an integer", key);
+		llm_seterr("key %s: expected an integer, found %s", key,
+		    gguf_value_type_name(kv->type));
 		return -1;
 	}
 	if (v < 0 || v > UINT32_MAX) {
@@ -477,7 +508,8 @@ gguf_get_f32(const struct gguf *g, const char *key, float *out)
 		memcpy(&d, kv->data, 8);
 		*out = (float)d;
 	} else {
-		llm_seterr("key %s: expected a float", key);
+		llm_seterr("key %s: expected a float, found %s", key,
+		    gguf_value_type_name(kv->type));
 		return -1;
 	}
 	return 1;
@@ -491,7 +523,8 @@ gguf_get_bool(const struct gguf *g, const char *key, int *out)
 	if (!kv)
 		return 0;
 	if (kv->type != GGUF_BOOL) {
-		llm_seterr("key %s: expected a bool", key);
+		llm_seterr("key %s: expected a bool, found %s", key,
+		    gguf_value_type_name(kv->type));
 		return -1;
 	}
 	*out = kv->data[0] != 0;
@@ -506,7 +539,8 @@ gguf_get_str(const struct gguf *g, const char *key, struct gguf_str *out)
 	if (!kv)
 		return 0;
 	if (kv->type != GGUF_STRING) {
-		llm_seterr("key %s: expected a string", key);
+		llm_seterr("key %s: expected a string, found %s", key,
+		    gguf_value_type_name(kv->type));
 		return -1;
 	}
 	memcpy(&out->n, kv->data, 8);
@@ -515,20 +549,39 @@ gguf_get_str(const struct gguf *g, const char *key, struct gguf_str *out)
 }
 
 int
-gguf_get_arr(const struct gguf *g, const char *key, uint32_t elem_type,
-    const void **data, uint64_t *n)
+gguf_check_arr(const struct gguf *g, const char *key, uint32_t elem_type)
 {
 	const struct gguf_kv *kv = gguf_find_kv(g, key);
 
 	if (!kv)
 		return 0;
-	if (kv->type != GGUF_ARRAY || kv->arr_type != elem_type ||
-	    elem_type == GGUF_STRING || elem_type == GGUF_ARRAY) {
-		llm_seterr("key %s: expected an array of value type %u", key, elem_type);
+	if (kv->type != GGUF_ARRAY) {
+		llm_seterr("key %s: expected an array of %s, found %s", key,
+		    gguf_value_type_name(elem_type), gguf_value_type_name(kv->type));
 		return -1;
 	}
-	*data = kv->data + 12;
-	*n = kv->arr_n;
+	if (kv->arr_type != elem_type) {
+		llm_seterr("key %s: expected an array of %s, found an array of %s", key,
+		    gguf_value_type_name(elem_type), gguf_value_type_name(kv->arr_type));
+		return -1;
+	}
+	return 1;
+}
+
+int
+gguf_get_arr(const struct gguf *g, const char *key, uint32_t elem_type,
+    const void **data, uint64_t *n)
+{
+	int r;
+
+	if (elem_type == GGUF_STRING || elem_type == GGUF_ARRAY) {
+		llm_seterr("key %s: gguf_get_arr reads scalar arrays only", key);
+		return -1;
+	}
+	if ((r = gguf_check_arr(g, key, elem_type)) <= 0)
+		return r;
+	*data = gguf_find_kv(g, key)->data + 12;
+	*n = gguf_find_kv(g, key)->arr_n;
 	return 1;
 }
 
@@ -539,13 +592,10 @@ gguf_get_str_arr(const struct gguf *g, const char *key,
 	const struct gguf_kv *kv = gguf_find_kv(g, key);
 	const uint8_t *p;
 	uint64_t i;
+	int r;
 
-	if (!kv)
-		return 0;
-	if (kv->type != GGUF_ARRAY || kv->arr_type != GGUF_STRING) {
-		llm_seterr("key %s: expected an array of strings", key);
-		return -1;
-	}
+	if ((r = gguf_check_arr(g, key, GGUF_STRING)) <= 0)
+		return r;
 	/* Bounds were checked when the file was parsed. */
 	*out = xcalloc(kv->arr_n, sizeof **out);
 	p = kv->data + 12;

@@ -68,7 +68,10 @@ struct gguf {
 };
 
 const struct gguf_type_info *gguf_type_info(uint32_t type);
+/* "q8_0", or "type 99" for a tensor type this reader does not know. */
 const char *gguf_type_name(uint32_t type);
+/* "uint32", "string", ...: the name of a metadata value type. */
+const char *gguf_value_type_name(uint32_t type);
 
 /* 0 on success; -1 with llm_err() set to a one-line reason. */
 int gguf_open(struct gguf *g, const char *path);
@@ -85,7 +88,9 @@ int gguf_get_u32(const struct gguf *g, const char *key, uint32_t *out);
 int gguf_get_f32(const struct gguf *g, const char *key, float *out);
 int gguf_get_bool(const struct gguf *g, const char *key, int *out);
 int gguf_get_str(const struct gguf *g, const char *key, struct gguf_str *out);
-/* An array of the given element type; *n is its length. */
+/* 1 if key is an array of elem_type, 0 if absent, -1 (naming both types) if not. */
+int gguf_check_arr(const struct gguf *g, const char *key, uint32_t elem_type);
+/* An array of the given scalar element type; *n is its length. */
 int gguf_get_arr(const struct gguf *g, const char *key, uint32_t elem_type,
     const void **data, uint64_t *n);
 /* A string array, unpacked into a malloc'd vector the caller frees. */

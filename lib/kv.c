@@ -41,7 +41,8 @@ int
 kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc)
 {
 	memset(kv, 0, sizeof *kv);
-	if (n_layers <= 0 || kv_dim <= 0 || max_ctx <= 0) {
+	if (n_layers <= 0 || n_layers > KV_MAX_LAYERS || kv_dim <= 0 || kv_dim > KV_MAX_DIM ||
+	    max_ctx <= 0 || max_ctx > KV_MAX_CTX) {
 		llm_seterr("kv: bad shape %d layers x %d x %d", n_layers, kv_dim, max_ctx);
 		return -1;
 	}

@@ -7,6 +7,17 @@
 #define KV_INITIAL_CAP 64
 
 /*
+ * The largest shapes a model or a snapshot may have.  Every size made
+ * from them fits 64 bits many times over, and they are far beyond any
+ * real model; a file that claims more is refused as corrupt.
+ */
+#define KV_MAX_LAYERS 4096
+#define KV_MAX_HEADS 4096
+#define KV_MAX_HEAD_DIM 65536
+#define KV_MAX_DIM (1 << 20)		/* n_kv_heads * head_dim */
+#define KV_MAX_CTX (1 << 28)
+
+/*
  * K and V are each one fp32 store laid out [layer][pos][kv_dim]:
  * offset = ((layer * cap) + pos) * kv_dim.  cap starts at 64 (or
  * max_ctx if smaller) and doubles when a write needs a position past

@@ -119,7 +119,7 @@ read_config(struct model *m)
 		return -1;
 	if (c->dim <= 0 || c->n_layers <= 0 || c->ffn_dim <= 0 || c->n_heads <= 0 ||
 	    c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads || c->dim % c->n_heads ||
-	    c->context_length <= 0 || c->n_layers > 4096 || c->n_heads > 4096) {
+	    c->context_length <= 0 || c->n_layers > KV_MAX_LAYERS || c->n_heads > KV_MAX_HEADS) {
 		llm_seterr("bad hyperparameters: dim %d, %d layers, %d heads, %d kv heads",
 		    c->dim, c->n_layers, c->n_heads, c->n_kv_heads);
 		return -1;
@@ -127,11 +127,16 @@ read_config(struct model *m)
 	if (get_u32(m, KEY("attention.key_length"), 0, (uint32_t)(c->dim / c->n_heads), &kl))
 		return -1;
 	c->head_dim = kl;
-	if (c->head_dim <= 0 || c->head_dim % 2 || c->head_dim > 65536) {
+	if (c->head_dim <= 0 || c->head_dim % 2 || c->head_dim > KV_MAX_HEAD_DIM) {
 		llm_seterr("bad head dimension %d", c->head_dim);
 		return -1;
 	}
-	c->kv_dim = c->n_kv_heads * c->head_dim;
+	c->kv_dim = c->n_kv_heads * c->head_dim;	/* at most 2^28: no overflow */
+	if (c->kv_dim > KV_MAX_DIM || c->context_length > KV_MAX_CTX) {
+		llm_seterr("bad hyperparameters: kv_dim %d, context_length %d (at most %d and %d)",
+		    c->kv_dim, c->context_length, KV_MAX_DIM, KV_MAX_CTX);
+		return -1;
+	}
 	if (get_u32(m, KEY("rope.dimension_count"), 0, (uint32_t)c->head_dim, &c->rope_dim))
 		return -1;
 	if (c->rope_dim <= 0 || c->rope_dim > c->head_dim || c->rope_dim % 2) {
@@ -158,6 +163,9 @@ read_config(struct model *m)
 		llm_seterr("missing tensor token_embd.weight");
 		return -1;
 	}
+	/* The fingerprint walks the vocabulary's strings: make sure they are strings. */
+	if (gguf_check_arr(&m->gguf, "tokenizer.ggml.tokens", GGUF_STRING) < 0)
+		return -1;
 	c->vocab_size = (int)emb->ne[1];
 	c->bos_id = c->eos_id = c->eot_id = -1;
 	if (get_u32(m, "tokenizer.ggml.bos_token_id", 0, UINT32_MAX >> 1, &c->bos_id) ||
@@ -324,7 +332,7 @@ model_fingerprint(const struct model *m, uint8_t out[32])
 			sha256_update(&h, data + t->nbytes - 256, 256);
 		}
 	}
-	if (vocab && vocab->type == GGUF_ARRAY) {
+	if (vocab && vocab->type == GGUF_ARRAY && vocab->arr_type == GGUF_STRING) {
 		/* The raw array: element type, count, then the strings. */
 		const uint8_t *p = vocab->data + 12;
 		for (i = 0; i < vocab->arr_n; i++) {

@@ -318,9 +318,13 @@ snapshot_open(struct snapshot *s, const char *path)
 		    s->elem_type);
 		return bad(s, msg);
 	}
-	if (s->meta.n_layers < 1 || s->meta.n_layers > 4096 || s->meta.n_kv_heads < 1 ||
-	    s->meta.head_dim < 1 || s->meta.kv_dim != s->meta.n_kv_heads * s->meta.head_dim ||
-	    s->meta.kv_dim > (1u << 20) || s->meta.max_ctx < 1 || s->meta.max_ctx > (1u << 28))
+	/* Bounded by what a model can have, and multiplied in 64 bits: never wraps. */
+	if (s->meta.n_layers < 1 || s->meta.n_layers > KV_MAX_LAYERS ||
+	    s->meta.n_kv_heads < 1 || s->meta.n_kv_heads > KV_MAX_HEADS ||
+	    s->meta.head_dim < 1 || s->meta.head_dim > KV_MAX_HEAD_DIM ||
+	    (uint64_t)s->meta.kv_dim != (uint64_t)s->meta.n_kv_heads * s->meta.head_dim ||
+	    s->meta.kv_dim > KV_MAX_DIM || s->meta.rope_dim > s->meta.head_dim ||
+	    s->meta.max_ctx < 1 || s->meta.max_ctx > KV_MAX_CTX)
 		return bad(s, "bad shape in header");
 	if (s->n_pos > s->meta.max_ctx) {
 		snprintf(msg, sizeof msg, "n_pos %u is more than max_ctx %u", s->n_pos, s->meta.max_ctx);

@@ -701,6 +701,26 @@ tok_encode(struct tok *t, const char *text, size_t len, int parse_special, struc
 
 /* ---- ids to text ---- */
 
+static int
+hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 :
+	    c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "<0xAB>": 1 with *byte set.  Pieces live in the map, unterminated. */
+static int
+byte_piece(const char *s, size_t n, unsigned char *byte)
+{
+	int hi, lo;
+
+	if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>' ||
+	    (hi = hex_digit(s[3])) < 0 || (lo = hex_digit(s[4])) < 0)
+		return 0;
+	*byte = (unsigned char)(hi << 4 | lo);
+	return 1;
+}
+
 void
 tok_piece(const struct tok *t, int id, int special, struct buf *out)
 {
@@ -727,7 +747,7 @@ tok_piece(const struct tok *t, int id, int special, struct buf *out)
 		buf_add(out, p->s, p->n);
 		return;
 	case TT_BYTE:
-		if (t->model == TOK_SPM && p->n == 6 && sscanf(p->s, "<0x%2hhX>", &byte) == 1) {
+		if (t->model == TOK_SPM && byte_piece(p->s, p->n, &byte)) {
 			buf_add(out, &byte, 1);
 			return;
 		}

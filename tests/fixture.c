@@ -91,7 +91,7 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 
 /* A SentencePiece-style vocabulary: specials, 256 bytes, then pieces. */
 static void
-vocab(struct ggufw *w, int n, int eos_id)
+vocab(struct ggufw *w, int n, int eos_id, int as_ints)
 {
 	static const char *syl[] = { "a", "e", "i", "o", "u", "ka", "lo", "mi",
 	    "ne", "ri", "sa", "to", "the", "and", "was", "day" };
@@ -117,7 +117,10 @@ vocab(struct ggufw *w, int n, int eos_id)
 		score[i] = i < 259 ? 0 : -(float)i;
 	}
 	ggufw_str(w, "tokenizer.ggml.model", "llama");
-	ggufw_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)tok, (size_t)n);
+	if (as_ints)
+		ggufw_i32_arr(w, "tokenizer.ggml.tokens", type, (size_t)n);
+	else
+		ggufw_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)tok, (size_t)n);
 	ggufw_f32_arr(w, "tokenizer.ggml.scores", score, (size_t)n);
 	ggufw_i32_arr(w, "tokenizer.ggml.token_type", type, (size_t)n);
 	ggufw_u32(w, "tokenizer.ggml.bos_token_id", 1);
@@ -155,7 +158,7 @@ fixture_write(const struct fixture *f, const char *path)
 	}
 	if (!f->minimal_keys) {
 		ggufw_u32(w, "general.file_type", f->type);
-		vocab(w, f->vocab, f->eos_id);
+		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints);
 	}
 
 	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, 1.0f, 0, &rng);

@@ -12,6 +12,7 @@ struct fixture {
 	int q4k_mix;		/* types as a Q4_K_M file mixes them (type ignored) */
 	uint32_t type;		/* type of the matrices; norms stay f32 */
 	int eos_id;
+	int vocab_as_ints;	/* hostile: tokenizer.ggml.tokens holds int32s */
 	uint64_t seed;
 };
 

@@ -225,6 +225,91 @@ non_llama_architecture_is_refused(void)
 	CHECK(model_load(&m, bad) < 0 && strstr(llm_err(), "mamba"), "%s", llm_err());
 }
 
+static void
+vocabulary_of_integers_is_refused_naming_both_types(void)
+{
+	struct fixture f;
+	struct model m;
+
+	fixture_tiny(&f, GGML_F32);
+	f.vocab_as_ints = 1;
+	CHECK(fixture_write(&f, bad) == 0, "write");
+	CHECK(model_load(&m, bad) < 0, "loaded");
+	CHECK(strstr(llm_err(), "key tokenizer.ggml.tokens: expected an array of string, "
+	    "found an array of int32"), "message: %s", llm_err());
+}
+
+/* A file of one f32 tensor, with general.alignment and a name of pad bytes. */
+static void
+write_aligned(uint32_t alignment, int pad)
+{
+	struct ggufw *w = ggufw_new();
+	uint64_t ne[1] = { 8 };
+	float x[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	char name[8] = "";
+
+	memset(name, 'x', (size_t)pad);
+	ggufw_u32(w, "general.alignment", alignment);
+	ggufw_str(w, "general.name", name);
+	ggufw_tensor(w, "x", GGML_F32, 1, ne, x);
+	if (ggufw_write(w, bad, 3, alignment ? alignment : 32) < 0)
+		die(1, "%s:", bad);
+	ggufw_free(w);
+}
+
+static void
+misaligned_data_and_odd_alignments_are_refused(void)
+{
+	struct gguf g;
+	int pad, opened = 0, refused_misaligned = 0;
+
+	/* Alignment 1: the data lands wherever the header ends. */
+	for (pad = 0; pad < 4; pad++) {
+		write_aligned(1, pad);
+		if (gguf_open(&g, bad) == 0) {
+			const float *p = gguf_find_tensor(&g, "x")->data;
+			CHECK((uintptr_t)p % 4 == 0 && p[7] == 8, "pad %d: misaligned data accepted", pad);
+			opened++;
+			gguf_close(&g);
+		} else {
+			CHECK(strstr(llm_err(), "tensor x: data at file offset") &&
+			    strstr(llm_err(), "is not aligned to its f32 elements"), "%s", llm_err());
+			refused_misaligned++;
+		}
+	}
+	CHECK(opened == 1 && refused_misaligned == 3, "%d opened, %d refused", opened,
+	    refused_misaligned);
+	write_aligned(48, 0);
+	CHECK(gguf_open(&g, bad) < 0 && strstr(llm_err(), "48 is not a power of two"), "%s", llm_err());
+	write_aligned(0, 0);
+	CHECK(gguf_open(&g, bad) < 0 && strstr(llm_err(), "0 is not a power of two"), "%s", llm_err());
+}
+
+static void
+type_errors_name_the_types(void)
+{
+	struct ggufw *w = ggufw_new();
+	struct gguf g;
+	const void *data;
+	uint64_t n;
+	float f;
+
+	ggufw_str(w, "a.string", "x");
+	ggufw_f32_arr(w, "a.floats", &f, 0);
+	CHECK(ggufw_write(w, bad, 3, 32) == 0, "write");
+	ggufw_free(w);
+	CHECK(gguf_open(&g, bad) == 0, "%s", llm_err());
+	CHECK(gguf_get_arr(&g, "a.floats", GGUF_INT32, &data, &n) < 0 &&
+	    strcmp(llm_err(), "key a.floats: expected an array of int32, found an array of float32") == 0,
+	    "%s", llm_err());
+	CHECK(gguf_get_f32(&g, "a.string", &f) < 0 &&
+	    strcmp(llm_err(), "key a.string: expected a float, found string") == 0, "%s", llm_err());
+	CHECK(gguf_get_arr(&g, "a.string", GGUF_INT32, &data, &n) < 0 &&
+	    strcmp(llm_err(), "key a.string: expected an array of int32, found string") == 0,
+	    "%s", llm_err());
+	gguf_close(&g);
+}
+
 int
 main(void)
 {
@@ -238,6 +323,9 @@ main(void)
 	TEST(tensor_past_end_of_file_is_refused);
 	TEST(unsupported_type_names_tensor_and_type);
 	TEST(non_llama_architecture_is_refused);
+	TEST(vocabulary_of_integers_is_refused_naming_both_types);
+	TEST(misaligned_data_and_odd_alignments_are_refused);
+	TEST(type_errors_name_the_types);
 	free(img);
 	CHECK_EXIT();
 }

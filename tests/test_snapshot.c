@@ -291,6 +291,10 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CASE(put64(p + dir, img_len), 1, "layer 0: block outside the data area");
 	CASE(put64(p + dir, 0), 1, "layer 0: block outside the data area");
 	CASE(put64(p + dir + 8, 12), 1, "layer 0: block length");
+	/* 2 heads of 0x80000010 make kv_dim 32 in 32-bit arithmetic */
+	CASE((put32(p + 24, 2), put32(p + 28, 0x80000010u)), 1, "bad shape");
+	CASE((put32(p + 24, 1u << 16), put32(p + 28, 1u << 16), put32(p + 32, 0)), 1, "bad shape");
+	CASE(put32(p + 44, 0x7fffffff), 1, "bad shape");
 	free(p);
 	/* appended junk */
 	unsigned char *q = xcalloc(1, img_len + 10);
