@@ -71,16 +71,38 @@ struct thread {
 	size_t sp;
 };
 
+/* A compiled pattern.  It is never written after regex_compile, so many
+ * threads may match with it at once; each match brings its own state. */
 struct regex {
 	struct inst *prog;
 	int n, cap;
 	struct cclass *classes;
 	int nclasses;
-	struct thread *stack;
-	size_t stack_cap;
 	/* parser state */
 	const unsigned char *p, *end;
 	const char *err;
+};
+
+/*
+ * The state of matching one piece: the backtrack stack, and a bitmap of
+ * the (pc, position) states already explored.  A backtracker without it
+ * takes time quadratic or worse: \s+$ tried at each of k spaces that
+ * are not at the end runs to the end of the run k times.  A state that
+ * was explored and did not lead to a match cannot lead to one later,
+ * from any start: the outcome of (pc, sp) depends on nothing else.  So
+ * the bitmap is kept across the failed start positions of a search and
+ * cleared, through the list of the bits set, only after a match, whose
+ * own path must not be taken for a failure.  Each state is then tried
+ * at most once between two matches (as in RE2's BitState).
+ */
+struct matcher {
+	struct thread *stack;
+	size_t stack_cap;
+	uint64_t *seen;		/* bit sp * prog_len + pc; NULL until needed */
+	size_t *set;		/* the words of seen that are not zero */
+	size_t nset, set_cap;
+	size_t len;		/* the piece's length, which sizes seen */
+	int prog_len;
 };
 
 static struct node *
@@ -466,37 +488,99 @@ regex_free(struct regex *re)
 		free(re->classes[i].ranges);
 	free(re->classes);
 	free(re->prog);
-	free(re->stack);
 	free(re);
+}
+
+static void
+matcher_free(struct matcher *ms)
+{
+	free(ms->stack);
+	free(ms->seen);
+	free(ms->set);
+	memset(ms, 0, sizeof *ms);
+}
+
+/* Forget the explored states: only the words that were set are cleared. */
+static void
+matcher_forget(struct matcher *ms)
+{
+	size_t i;
+
+	for (i = 0; i < ms->nset; i++)
+		ms->seen[ms->set[i]] = 0;
+	ms->nset = 0;
+}
+
+/* Start a piece of len code points for a program of prog_len instructions. */
+static void
+matcher_piece(struct matcher *ms, size_t len, int prog_len)
+{
+	size_t words = ((len + 1) * (size_t)prog_len + 63) / 64;
+
+	if (ms->seen && words <= (((ms->len + 1) * (size_t)ms->prog_len + 63) / 64)) {
+		matcher_forget(ms);
+	} else {
+		free(ms->seen);
+		ms->seen = xcalloc(words, sizeof *ms->seen);
+		ms->nset = 0;
+	}
+	ms->len = len;
+	ms->prog_len = prog_len;
+}
+
+/* Mark (pc, sp) explored; 1 if it already was. */
+static int
+matcher_seen(struct matcher *ms, int pc, size_t sp)
+{
+	size_t bit = sp * (size_t)ms->prog_len + (size_t)pc, w = bit / 64;
+	uint64_t mask = (uint64_t)1 << (bit % 64);
+
+	if (ms->seen[w] & mask)
+		return 1;
+	if (ms->seen[w] == 0) {
+		if (ms->nset == ms->set_cap) {
+			ms->set_cap = ms->set_cap ? 2 * ms->set_cap : 256;
+			if (!(ms->set = realloc(ms->set, ms->set_cap * sizeof *ms->set)))
+				die(1, "out of memory");
+		}
+		ms->set[ms->nset++] = w;
+	}
+	ms->seen[w] |= mask;
+	return 0;
 }
 
 /*
  * Run the program from pc at sp; the end of the first match in priority
- * order, or -1.  Backtrack points live on re->stack above base, so a
- * lookahead can run nested above its caller's entries.
+ * order, or -1.  Backtrack points live on ms->stack above base, so a
+ * lookahead can run nested above its caller's entries.  Only the top
+ * level uses the explored-state bitmap (memo): a lookahead's body may
+ * succeed, and a success is not a failure to remember.
  */
 static long
-run(struct regex *re, int pc, const uint32_t *cps, size_t n, size_t sp, size_t base)
+run(const struct regex *re, struct matcher *ms, int pc, const uint32_t *cps, size_t n,
+    size_t sp, size_t base, int memo)
 {
 	const struct inst *in;
 	size_t top = base;
 
 #define PUSH(P, S) do { \
-	if (top == re->stack_cap) { \
-		re->stack_cap = re->stack_cap ? 2 * re->stack_cap : 256; \
-		if (!(re->stack = realloc(re->stack, re->stack_cap * sizeof *re->stack))) \
+	if (top == ms->stack_cap) { \
+		ms->stack_cap = ms->stack_cap ? 2 * ms->stack_cap : 256; \
+		if (!(ms->stack = realloc(ms->stack, ms->stack_cap * sizeof *ms->stack))) \
 			die(1, "out of memory"); \
 	} \
-	re->stack[top].pc = (P); \
-	re->stack[top].sp = (S); \
+	ms->stack[top].pc = (P); \
+	ms->stack[top].sp = (S); \
 	top++; \
 } while (0)
 	PUSH(pc, sp);
 	while (top > base) {
 		top--;
-		pc = re->stack[top].pc;
-		sp = re->stack[top].sp;
+		pc = ms->stack[top].pc;
+		sp = ms->stack[top].sp;
 		for (;;) {
+			if (memo && matcher_seen(ms, pc, sp))
+				break;	/* explored before, without a match */
 			in = &re->prog[pc];
 			if (in->op == I_CHAR && sp < n && cps[sp] == in->c) {
 				pc++, sp++;
@@ -510,7 +594,7 @@ run(struct regex *re, int pc, const uint32_t *cps, size_t n, size_t sp, size_t b
 				pc = in->x;
 			} else if (in->op == I_EOL && sp == n) {
 				pc++;
-			} else if (in->op == I_NEGLOOK && run(re, pc + 1, cps, n, sp, top) < 0) {
+			} else if (in->op == I_NEGLOOK && run(re, ms, pc + 1, cps, n, sp, top, 0) < 0) {
 				pc = in->x;
 			} else if (in->op == I_MATCH) {
 				return (long)sp;
@@ -524,9 +608,15 @@ run(struct regex *re, int pc, const uint32_t *cps, size_t n, size_t sp, size_t b
 }
 
 long
-regex_match_at(struct regex *re, const uint32_t *cps, size_t n, size_t i)
+regex_match_at(const struct regex *re, const uint32_t *cps, size_t n, size_t i)
 {
-	return run(re, 0, cps, n, i, 0);
+	struct matcher ms = { 0 };
+	long e;
+
+	matcher_piece(&ms, n, re->n);
+	e = run(re, &ms, 0, cps, n, i, 0, 1);
+	matcher_free(&ms);
+	return e;
 }
 
 /* ---- the pre-tokenizers ---- */
@@ -552,22 +642,43 @@ static const struct pretok_def {
 	{ " falcon ", 0,
 	    { "[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2_RE, "[0-9][0-9][0-9]" } },
 	{ " deepseek-llm ", 0,
+	    /*
+	     * The letter class is Unicode's cased letters (Lu, Ll, Lt) as the
+	     * upstream pattern lists them.  Written as \u escapes: several of
+	     * these code points have singleton canonical decompositions
+	     * (U+1F7D, U+1FBE, U+1FD3, U+1FDB, U+2126, U+212A), which a
+	     * normalizing editor silently replaces, turning ranges around.
+	     */
 	    { "[\\r\\n]",
-	      "\\s?[A-Za-z\xc2\xb5\xc3\x80-\xc3\x96\xc3\x98-\xc3\xb6\xc3\xb8-\xc6\xba\xc6\xbc-\xc6\xbf\xc7\x84-\xca\x93\xca\x95-\xca\xaf\xcd\xb0-\xcd\xb3\xcd\xb6\xcd\xb7\xcd\xbb-\xcd\xbd\xcd\xbf\xce\x86\xce\x88-\xce\x8a\xce\x8c\xce\x8e-\xce\xa1\xce\xa3-\xcf\xb5\xcf\xb7-\xd2\x81\xd2\x8a-\xd4\xaf\xd4\xb1-\xd5\x96\xe1\x82\xa0-\xe1\x83\x85\xe1\x8e\xa0-\xe1\x8f\xb5\xe1\x8f\xb8-\xe1\x8f\xbd\xe1\xb2\x90-\xe1\xb2\xba\xe1\xb2\xbd-\xe1\xb2\xbf\xe1\xb4\x80-\xe1\xb4\xab\xe1\xb5\xab-\xe1\xb5\xb7\xe1\xb5\xb9-\xe1\xb6\x9a\xe1\xb8\x80-\xe1\xbc\x95\xe1\xbc\x98-\xe1\xbc\x9d\xe1\xbc\xa0-\xe1\xbd\x85\xe1\xbd\x88-\xe1\xbd\x8d\xe1\xbd\x90-\xe1\xbd\x97\xe1\xbd\x99\xe1\xbd\x9b\xe1\xbd\x9d\xe1\xbd\x9f-\xcf\x8e\xe1\xbe\x80-\xe1\xbe\xb4\xe1\xbe\xb6-\xe1\xbe\xbc\xce\xb9\xe1\xbf\x82-\xe1\xbf\x84\xe1\xbf\x86-\xe1\xbf\x8c\xe1\xbf\x90-\xce\x90\xe1\xbf\x96-\xce\x8a\xe1\xbf\xa0-\xe1\xbf\xac\xe1\xbf\xb2-\xe1\xbf\xb4\xe1\xbf\xb6-\xe1\xbf\xbc\xe2\x84\x82\xe2\x84\x87\xe2\x84\x8a-\xe2\x84\x93\xe2\x84\x95\xe2\x84\x99-\xe2\x84\x9d\xe2\x84\xa4\xce\xa9\xe2\x84\xa8K-\xe2\x84\xad\xe2\x84\xaf-\xe2\x84\xb4\xe2\x84\xb9\xe2\x84\xbc-\xe2\x84\xbf\xe2\x85\x85-\xe2\x85\x89\xe2\x85\x8e\xe2\x86\x83\xe2\x86\x84\xe2\xb0\x80-\xe2\xb1\xbb\xe2\xb1\xbe-\xe2\xb3\xa4\xe2\xb3\xab-\xe2\xb3\xae\xe2\xb3\xb2\xe2\xb3\xb3\xea\x99\x80-\xea\x99\xad\xea\x9a\x80-\xea\x9a\x9b\xea\x9c\xa2-\xea\x9d\xaf\xea\x9d\xb1-\xea\x9e\x87\xea\x9e\x8b-\xea\x9e\x8e\xea\xad\xb0-\xea\xae\xbf\xef\xac\x80-\xef\xac\x86\xef\xac\x93-\xef\xac\x97\xef\xbc\xa1-\xef\xbc\xba\xef\xbd\x81-\xef\xbd\x9a\xf0\x90\x90\x80-\xf0\x90\x91\x8f\xf0\x90\x92\xb0-\xf0\x90\x93\x93\xf0\x90\x93\x98-\xf0\x90\x93\xbb\xf0\x90\xb2\x80-\xf0\x90\xb2\xb2\xf0\x90\xb3\x80-\xf0\x90\xb3\xb2\xf0\x91\xa2\xa0-\xf0\x91\xa3\x9f\xf0\x9e\xa4\x80-\xf0\x9e\xa5\x83]+",
-	      "\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80\x80-\xe3\x80\x82]+",
+	      "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF"
+	      "\u01C4-\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D"
+	      "\u037F\u0386\u0388-\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481"
+	      "\u048A-\u052F\u0531-\u0556\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD"
+	      "\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B\u1D6B-\u1D77\u1D79-\u1D9A"
+	      "\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D\u1F50-\u1F57"
+	      "\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE"
+	      "\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC"
+	      "\u1FF2-\u1FF4\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D"
+	      "\u2124\u2126\u2128\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F"
+	      "\u2145-\u2149\u214E\u2183\u2184\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE"
+	      "\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B\uA722-\uA76F\uA771-\uA787"
+	      "\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17\uFF21-\uFF3A"
+	      "\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-\U000104FB"
+	      "\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF"
+	      "\U0001E900-\U0001E943]+",
+	      "\\s?[!-/:-~\uFF01-\uFF0F\uFF1A-\uFF5E\u2018-\u201F\u3000-\u3002]+",
 	      "\\s+$",
-	      "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+",
+	      "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+",
 	      "\\p{N}+" } },
 	{ " deepseek-coder ", 0,
 	    { "[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
-	      "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+", "\\p{N}" } },
+	      "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+", "\\p{N}" } },
 };
 
+/* Read-only once made: pretok_split keeps its state on its own. */
 struct pretok {
 	struct regex *re[6];
 	int nre;
-	struct span *tmp;
-	size_t tmp_cap;
 };
 
 static const struct pretok_def *
@@ -623,7 +734,6 @@ pretok_free(struct pretok *p)
 		return;
 	for (i = 0; i < p->nre; i++)
 		regex_free(p->re[i]);
-	free(p->tmp);
 	free(p);
 }
 
@@ -646,8 +756,8 @@ push_span(struct span **s, size_t *n, size_t *cap, size_t a, size_t b)
  * piece is matched on its own: lookaheads and $ see the piece's end.
  */
 static size_t
-split_one(struct regex *re, const uint32_t *cps, const struct span *in, size_t nin,
-    struct span **out, size_t *cap)
+split_one(const struct regex *re, struct matcher *ms, const uint32_t *cps,
+    const struct span *in, size_t nin, struct span **out, size_t *cap)
 {
 	size_t i, n = 0, pos, s;
 	long e = -1;
@@ -656,10 +766,15 @@ split_one(struct regex *re, const uint32_t *cps, const struct span *in, size_t n
 		const uint32_t *base = cps + in[i].start;
 		size_t len = in[i].end - in[i].start;
 
+		matcher_piece(ms, len, re->n);
 		for (pos = 0; pos < len;) {
-			for (s = pos; s < len; s++)
-				if ((e = regex_match_at(re, base, len, s)) > (long)s)
+			for (s = pos; s < len; s++) {
+				e = run(re, ms, 0, base, len, s, 0, 1);
+				if (e >= 0)
+					matcher_forget(ms);	/* see struct matcher */
+				if (e > (long)s)
 					break;
+			}
 			if (s == len) {
 				push_span(out, &n, cap, in[i].start + pos, in[i].end);
 				break;
@@ -674,25 +789,29 @@ split_one(struct regex *re, const uint32_t *cps, const struct span *in, size_t n
 }
 
 size_t
-pretok_split(struct pretok *p, const uint32_t *cps, size_t n, struct span **spans, size_t *cap)
+pretok_split(const struct pretok *p, const uint32_t *cps, size_t n, struct span **spans,
+    size_t *cap)
 {
-	size_t nspans = 0, ntmp;
-	struct span whole = { 0, n };
+	struct matcher ms = { 0 };
+	struct span whole = { 0, n }, *tmp = NULL;
+	size_t nspans = 0, ntmp, tmp_cap = 0;
 	int i;
 
 	if (n == 0)
 		return 0;
-	nspans = split_one(p->re[0], cps, &whole, 1, spans, cap);
+	nspans = split_one(p->re[0], &ms, cps, &whole, 1, spans, cap);
 	for (i = 1; i < p->nre; i++) {
 		/* Swap: the last output is the next input. */
-		struct span *t = p->tmp;
-		size_t tc = p->tmp_cap;
-		p->tmp = *spans;
-		p->tmp_cap = *cap;
+		struct span *t = tmp;
+		size_t tc = tmp_cap;
+		tmp = *spans;
+		tmp_cap = *cap;
 		*spans = t;
 		*cap = tc;
 		ntmp = nspans;
-		nspans = split_one(p->re[i], cps, p->tmp, ntmp, spans, cap);
+		nspans = split_one(p->re[i], &ms, cps, tmp, ntmp, spans, cap);
 	}
+	free(tmp);
+	matcher_free(&ms);
 	return nspans;
 }

@@ -27,10 +27,11 @@ void pretok_free(struct pretok *p);
 int pretok_known(const char *name);
 
 /*
- * Split cps[0..n) into pieces.  *spans is a growable array (malloc'd,
+ * Split cps[0..n) into pieces, in time linear in n.  A pre-tokenizer is
+ * read-only once made, so threads may share it.  *spans is a growable array (malloc'd,
  * *cap entries); returns the number of pieces.
  */
-size_t pretok_split(struct pretok *p, const uint32_t *cps, size_t n,
+size_t pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
     struct span **spans, size_t *cap);
 
 /* The regex matcher, exposed for tests. */
@@ -38,6 +39,6 @@ struct regex;
 struct regex *regex_compile(const char *pattern);	/* NULL, llm_err() */
 void regex_free(struct regex *re);
 /* The end of the match starting at i, within [0, n), or -1. */
-long regex_match_at(struct regex *re, const uint32_t *cps, size_t n, size_t i);
+long regex_match_at(const struct regex *re, const uint32_t *cps, size_t n, size_t i);
 
 #endif

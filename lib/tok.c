@@ -430,13 +430,20 @@ sym_split(struct sym **syms, size_t *cap, int *nsyms, const char *s, size_t n)
 
 /* ---- SentencePiece ---- */
 
-/* Scratch that grows to the longest input seen, one set per thread. */
-static _Thread_local struct sym *spm_syms;
-static _Thread_local size_t spm_cap;
+/*
+ * The working state of one encode call is its own, so a tokenizer is
+ * read-only while it encodes and threads may share it.
+ */
+struct spm_work {
+	struct sym *syms;
+	size_t cap;
+	struct heap h;
+};
 
 static void
-spm_try(const struct tok *t, struct heap *h, const char *s, int l, int r)
+spm_try(const struct tok *t, struct spm_work *w, const char *s, int l, int r)
 {
+	const struct sym *spm_syms = w->syms;
 	struct bigram b;
 	int id;
 
@@ -448,20 +455,23 @@ spm_try(const struct tok *t, struct heap *h, const char *s, int l, int r)
 	b.prio = -(double)t->score[id];	/* best score first */
 	b.left = l;
 	b.right = r;
-	heap_push(h, b);
+	heap_push(&w->h, b);
 }
 
 /* Merge one run of symbols s[0..n) and append its ids. */
 static void
-spm_segment(struct tok *t, const char *s, size_t n, struct heap *h, struct ids *out)
+spm_segment(const struct tok *t, const char *s, size_t n, struct spm_work *w, struct ids *out)
 {
+	struct heap *h = &w->h;
+	struct sym *spm_syms;
 	size_t i;
 	int nsym, k, id;
 
-	sym_split(&spm_syms, &spm_cap, &nsym, s, n);
+	sym_split(&w->syms, &w->cap, &nsym, s, n);
+	spm_syms = w->syms;
 	h->n = 0;
 	for (k = 1; k < nsym; k++)
-		spm_try(t, h, s, k - 1, k);
+		spm_try(t, w, s, k - 1, k);
 	while (h->n) {
 		struct bigram b = heap_pop(h);
 		struct sym *l = &spm_syms[b.left], *r = &spm_syms[b.right];
@@ -474,8 +484,8 @@ spm_segment(struct tok *t, const char *s, size_t n, struct heap *h, struct ids *
 		l->next = r->next;
 		if (r->next >= 0)
 			spm_syms[r->next].prev = b.left;
-		spm_try(t, h, s, l->prev, b.left);
-		spm_try(t, h, s, b.left, l->next);
+		spm_try(t, w, s, l->prev, b.left);
+		spm_try(t, w, s, b.left, l->next);
 	}
 	for (k = 0; k != -1 && nsym > 0; k = spm_syms[k].next) {
 		const struct sym *y = &spm_syms[k];
@@ -498,10 +508,10 @@ is_mark(const char *s, size_t i, size_t n)
 }
 
 static void
-spm_encode(struct tok *t, const char *text, size_t len, int prefix, struct ids *out)
+spm_encode(const struct tok *t, const char *text, size_t len, int prefix, struct ids *out)
 {
 	struct buf s = { 0 };
-	struct heap h = { 0 };
+	struct spm_work w = { 0 };
 	size_t i, seg;
 
 	for (i = 0; i < len; i = seg) {
@@ -529,10 +539,11 @@ spm_encode(struct tok *t, const char *text, size_t len, int prefix, struct ids *
 		if (i < s.n && !(t->spm_words && i > 0 && is_mark(s.s, i, s.n) &&
 		    !(i >= 3 && is_mark(s.s, i - 3, s.n))))
 			continue;
-		spm_segment(t, s.s + seg, i - seg, &h, out);
+		spm_segment(t, s.s + seg, i - seg, &w, out);
 		seg = i;
 	}
-	free(h.v);
+	free(w.h.v);
+	free(w.syms);
 	buf_free(&s);
 }
 
@@ -557,7 +568,7 @@ bpe_try(const struct tok *t, struct heap *h, struct sym *y, int l, int r)
 }
 
 static void
-bpe_word(struct tok *t, const unsigned char *w, size_t n, struct heap *h,
+bpe_word(const struct tok *t, const unsigned char *w, size_t n, struct heap *h,
     struct sym **syms, size_t *cap, struct ids *out)
 {
 	struct buf mapped = { 0 };
@@ -615,23 +626,17 @@ bpe_word(struct tok *t, const unsigned char *w, size_t n, struct heap *h,
 }
 
 static void
-bpe_encode(struct tok *t, const char *text, size_t len, struct ids *out)
+bpe_encode(const struct tok *t, const char *text, size_t len, struct ids *out)
 {
-	static _Thread_local uint32_t *cps;
-	static _Thread_local size_t *off, cps_cap;
-	static _Thread_local struct span *spans;
-	static _Thread_local size_t spans_cap;
-	static _Thread_local struct sym *syms;
-	static _Thread_local size_t syms_cap;
+	uint32_t *cps = xmalloc((len + 1) * sizeof *cps);
+	size_t *off = xmalloc((len + 1) * sizeof *off);
+	struct span *spans = NULL;
+	size_t spans_cap = 0;
+	struct sym *syms = NULL;
+	size_t syms_cap = 0;
 	struct heap h = { 0 };
 	size_t n = 0, i = 0, k, nspans;
 
-	if (len + 1 > cps_cap) {
-		cps_cap = len + 1;
-		if (!(cps = realloc(cps, cps_cap * sizeof *cps)) ||
-		    !(off = realloc(off, cps_cap * sizeof *off)))
-			die(1, "out of memory");
-	}
 	while (i < len) {
 		off[n] = i;
 		i += (size_t)utf8_decode((const unsigned char *)text + i, len - i, &cps[n]);
@@ -643,6 +648,10 @@ bpe_encode(struct tok *t, const char *text, size_t len, struct ids *out)
 		bpe_word(t, (const unsigned char *)text + off[spans[k].start],
 		    off[spans[k].end] - off[spans[k].start], &h, &syms, &syms_cap, out);
 	free(h.v);
+	free(syms);
+	free(spans);
+	free(off);
+	free(cps);
 }
 
 /* ---- special tokens, then the algorithm on the text between them ---- */
@@ -664,7 +673,7 @@ special_at(const struct tok *t, const char *s, size_t n, int parse_special)
 }
 
 static void
-encode_text(struct tok *t, const char *s, size_t n, int after_special, struct ids *out)
+encode_text(const struct tok *t, const char *s, size_t n, int after_special, struct ids *out)
 {
 	if (n == 0)
 		return;
@@ -676,7 +685,7 @@ encode_text(struct tok *t, const char *s, size_t n, int after_special, struct id
 }
 
 void
-tok_encode(struct tok *t, const char *text, size_t len, int parse_special, struct ids *out)
+tok_encode(const struct tok *t, const char *text, size_t len, int parse_special, struct ids *out)
 {
 	size_t i, start = 0;
 	int id, after_special = 1;

@@ -61,9 +61,11 @@ int tok_lookup(const struct tok *t, const char *s, size_t n);
 /*
  * Append the ids of text[0..len) to out; BOS and EOS are the caller's.
  * With parse_special, control tokens written in the text become their
- * ids; user-defined tokens always do.
+ * ids; user-defined tokens always do.  The tokenizer is only read, and
+ * each call keeps its working state to itself, so threads may encode
+ * with one tokenizer at once (tok_load and tok_free are not concurrent).
  */
-void tok_encode(struct tok *t, const char *text, size_t len, int parse_special,
+void tok_encode(const struct tok *t, const char *text, size_t len, int parse_special,
     struct ids *out);
 
 /* Append the bytes token id stands for; control tokens only with special. */

@@ -2,8 +2,12 @@
  * test_tok: the tokenizers against the reference vectors in
  * ../shared/vocab, and on small vocabularies of our own.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../lib/gguf.h"
 #include "../lib/pretok.h"
@@ -200,6 +204,45 @@ pretokenizers_split_like_their_upstream_regexes(void)
 	check_split("deepseek-coder", "Hi 12\nok", "Hi| |1|2|\n|ok");
 	check_split("deepseek-llm", "Hi 12\n", "Hi| |12|\n");
 	CHECK(!pretok_known("no-such-thing"), "unknown name accepted");
+}
+
+/*
+ * deepseek-llm against its upstream pattern, with the pattern's true
+ * code points: ASCII punctuation, Latin-1, Hebrew, Arabic, Devanagari,
+ * the Greek and letterlike code points that normalization changes, and
+ * whitespace at the end.  The expected pieces were produced by Python's
+ * re module (an engine independent of ours), each of the six regexes
+ * applied in turn to every piece of the one before, as Hugging Face and
+ * llama.cpp apply them.  Note that the punctuation class's range :-~
+ * holds the ASCII letters, so "caf" splits from an accented letter.
+ */
+static void
+deepseek_llm_splits_as_its_upstream_pattern(void)
+{
+	check_split("deepseek-llm", "Hello, world! (x+y)=z; a_b~c",
+	    "Hello|,| world|!| (|x|+|y|)=|z|;| a|_|b|~|c");
+	check_split("deepseek-llm", "caf\u00E9 na\u00EFve \u00D7\u00F7 \u00DCber \u00BFqu\u00E9?",
+	    "caf|\u00E9| na|\u00EF|ve| \u00D7\u00F7| \u00DC|ber| \u00BF|qu|\u00E9|?");
+	check_split("deepseek-llm", "\u05E9\u05DC\u05D5\u05DD \u05E2\u05D5\u05DC\u05DD, hi",
+	    "\u05E9\u05DC\u05D5\u05DD \u05E2\u05D5\u05DC\u05DD|,| hi");
+	check_split("deepseek-llm", "\u0645\u0631\u062D\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645!",
+	    "\u0645\u0631\u062D\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645|!");
+	check_split("deepseek-llm", "\u0928\u092E\u0938\u094D\u0924\u0947 \u0926\u0941\u0928\u093F\u092F\u093E 42",
+	    "\u0928\u092E\u0938\u094D\u0924\u0947| |\u0926\u0941\u0928\u093F\u092F\u093E| |42");
+	check_split("deepseek-llm", "\u1F7D\u1FBE \u1FD3\u1FDB x\u2126y \u212Aelvin K-1 \u212B",
+	    "\u1F7D\u1FBE| |\u1FD3\u1FDB| x|\u2126|y| |\u212A|elvin| K|-|1| |\u212B");
+	check_split("deepseek-llm", "\u03CE\u03B9 \u0390\u038A \u03A9 \u00C5",
+	    "\u03CE\u03B9| \u0390\u038A| \u03A9| \u00C5");
+	check_split("deepseek-llm", "end   ",
+	    "end|   ");
+	check_split("deepseek-llm", "a  b \t c\n\n  d",
+	    "a| | b| \t| c|\n|\n| | d");
+	check_split("deepseek-llm", "x1y22 z\r\nw 3.14",
+	    "x|1|y|22| z|\r|\n|w| |3|.|14");
+	check_split("deepseek-llm", "\uFF28\uFF45\uFF4C\uFF4C\uFF4F\uFF01\u3000\u201Cq\u201D",
+	    "\uFF28\uFF45\uFF4C\uFF4C\uFF4F|\uFF01|\u3000\u201C|q|\u201D");
+	check_split("deepseek-llm", "\u4F60\u597D \uC138\uACC4 \u3053\u3093\u306B\u3061\u306F",
+	    "\u4F60\u597D| |\uC138\uACC4| |\u3053\u3093\u306B\u3061\u306F");
 }
 
 static void
@@ -560,6 +603,158 @@ decoder_holds_back_split_characters(void)
 	gguf_close(&g);
 }
 
+/* ---- one tokenizer, many threads ---- */
+
+enum { SHARED_TEXTS = 64, SHARED_THREADS = 4 };
+
+struct shared_job {
+	const struct tok *t;
+	char (*text)[512];
+	size_t *len;
+	struct ids *want;
+	int mismatches;
+};
+
+static void *
+encode_all(void *arg)
+{
+	struct shared_job *j = arg;
+
+	for (int round = 0; round < 20; round++)
+		for (int i = 0; i < SHARED_TEXTS; i++) {
+			struct ids got = { 0 };
+			tok_encode(j->t, j->text[i], j->len[i], 0, &got);
+			j->mismatches += got.n != j->want[i].n ||
+			    (got.n && memcmp(got.v, j->want[i].v, got.n * sizeof *got.v) != 0);
+			ids_free(&got);
+		}
+	return NULL;
+}
+
+/* Threads that share a tokenizer each get what one thread alone gets. */
+static void
+one_tokenizer_encodes_in_many_threads(void)
+{
+	static char text[SHARED_TEXTS][512];
+	static size_t len[SHARED_TEXTS];
+	struct ids want[SHARED_TEXTS];
+	char path[512];
+	int v, i, k;
+
+	for (v = 0; v < 2; v++) {
+		struct shared_job job[SHARED_THREADS];
+		pthread_t th[SHARED_THREADS];
+		struct gguf g;
+		struct tok t;
+
+		snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, v ? "spm" : "bpe-deepseek-llm");
+		if (v)
+			write_spm_vocab(path);
+		else
+			write_bpe_vocab(path, "deepseek-llm");
+		if (load_vocab(path, &g, &t) < 0)
+			continue;
+		for (i = 0; i < SHARED_TEXTS; i++) {
+			len[i] = random_text(text[i], NULL);
+			memset(&want[i], 0, sizeof want[i]);
+			tok_encode(&t, text[i], len[i], 0, &want[i]);
+		}
+		for (k = 0; k < SHARED_THREADS; k++) {
+			job[k] = (struct shared_job){ &t, text, len, want, 0 };
+			CHECK(pthread_create(&th[k], NULL, encode_all, &job[k]) == 0, "thread");
+		}
+		for (k = 0; k < SHARED_THREADS; k++) {
+			pthread_join(th[k], NULL);
+			CHECK(job[k].mismatches == 0, "%s: thread %d: %d encodings differ from one thread's",
+			    path, k, job[k].mismatches);
+		}
+		for (i = 0; i < SHARED_TEXTS; i++)
+			ids_free(&want[i]);
+		tok_free(&t);
+		gguf_close(&g);
+	}
+}
+
+/*
+ * Long runs of one kind of character are where a backtracking matcher
+ * goes quadratic (\s+$ on k spaces followed by a letter took k^2 steps).
+ * Each family gets 2M code points: runs of 256K whitespace, punctuation,
+ * digits and letters, then runs of mixed units.  A linear matcher takes
+ * well under a second per family; a quadratic one takes hours, so each
+ * family runs in a child that an alarm stops after 10 s.  The pieces
+ * must also cover the input exactly.
+ */
+static int
+split_covers(const char *name, const uint32_t *cps, size_t n)
+{
+	int ignore;
+	struct pretok *p = pretok_new(name, &ignore);
+	struct span *sp = NULL;
+	size_t cap = 0, ns, k, at = 0;
+
+	if (!p)
+		return 0;
+	ns = pretok_split(p, cps, n, &sp, &cap);
+	for (k = 0; k < ns && sp[k].start == at && sp[k].end > at; k++)
+		at = sp[k].end;
+	free(sp);
+	pretok_free(p);
+	return k == ns && at == n;
+}
+
+static void
+every_pretokenizer_is_linear_on_long_runs(void)
+{
+	/* one name for each distinct set of regexes */
+	static const char *family[] = { "gpt-2", "starcoder", "llama3", "qwen2", "falcon",
+	    "deepseek-llm", "deepseek-coder" };
+	/*
+	 * Whitespace is followed by what the regexes before \s+$ leave in its
+	 * piece (Hebrew, digits), so the run is not at the end of the piece.
+	 */
+	static const uint32_t one[][4] = {
+		{ ' ' }, { 0x5d0 }, { '\t' }, { '7' }, { '!' }, { 'a' }, { '\n' }, { 0x4e00 },
+	};
+	static const uint32_t mixed[][4] = {
+		{ ' ', '\n' }, { ' ', 'a' }, { 'a', '1' }, { '\'', 's' }, { ' ', '!' }, { '\t', ' ' },
+		{ '\r', '\n' }, { ' ', 0x5d0 },
+	};
+	enum { RUN = 1 << 18, N = 8 * RUN };
+	uint32_t *cps = xmalloc(N * sizeof *cps);
+	size_t f, r, i, len;
+	int status;
+	pid_t pid;
+
+	for (f = 0; f < sizeof family / sizeof family[0]; f++) {
+		if ((pid = fork()) == 0) {
+			alarm(10);
+			for (r = 0; r < 8; r++)
+				for (i = 0; i < RUN; i++)
+					cps[r * RUN + i] = one[r][0];
+			if (!split_covers(family[f], cps, N))
+				_exit(1);
+			for (r = 0; r < 8; r++) {
+				for (len = 0; mixed[r][len]; len++)
+					;
+				for (i = 0; i < RUN; i++)
+					cps[r * RUN + i] = mixed[r][i % len];
+			}
+			_exit(split_covers(family[f], cps, N) ? 0 : 1);
+		}
+		CHECK(pid > 0, "fork");
+		if (pid < 0)
+			break;
+		waitpid(pid, &status, 0);
+		CHECK(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM),
+		    "%s: 2M code points of long runs took more than 10 s", family[f]);
+		CHECK(!WIFSIGNALED(status) || WTERMSIG(status) == SIGALRM,
+		    "%s: killed by signal %d", family[f], WTERMSIG(status));
+		CHECK(!WIFEXITED(status) || WEXITSTATUS(status) == 0,
+		    "%s: the pieces do not cover the input", family[f]);
+	}
+	free(cps);
+}
+
 int
 main(void)
 {
@@ -570,6 +765,9 @@ main(void)
 	TEST(llama_spm_reference_vectors);
 	TEST(llama_spm_word_split_changes_nothing);
 	TEST(pretokenizers_split_like_their_upstream_regexes);
+	TEST(deepseek_llm_splits_as_its_upstream_pattern);
+	TEST(every_pretokenizer_is_linear_on_long_runs);
+	TEST(one_tokenizer_encodes_in_many_threads);
 	TEST(regex_matcher_basics);
 	TEST(byte_level_bpe_merges_by_rank);
 	TEST(every_pre_tokenizer_encodes_with_a_small_vocabulary);
