@@ -22,26 +22,73 @@ static void
 usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
-	    "[--greedy | --temp T --top-k K --top-p P --seed S]\n"
+	    "[--greedy | --temp T --top-k K --top-p P] [--seed S]\n"
 	    "       [--ignore-eos] [--kv-prealloc] [--kv-in FILE] [--kv-out FILE] [--score]\n"
 	    "       [--stats] [--stats-json]\n",
 	    argv0);
 	exit(status);
 }
 
+/*
+ * How a run ends.  Whatever the reason, once anything was computed the
+ * cache is saved (with --kv-out) before the exit: no work is lost.
+ */
+enum end {
+	END_DONE,	/* exit 0 */
+	END_SIGNAL,	/* SIGINT or SIGTERM: exit 128 + the signal */
+	END_PIPE,	/* stdout's reader went away: exit 141, quietly */
+	END_FAIL,	/* an error, already described in msg: exit 1 */
+};
+
 struct run {
 	struct model m;
 	struct kv kv;
-	const char *model_path;
-	int *fed;		/* the token at each position of the cache */
+	struct pool *pool;
+	const char *model_path, *kv_out;
+	struct ids fed;		/* the token at each position of the cache */
 	int n_prompt, n_gen, reused, computed;
 	double t_start, t_prefill, t_first, t_end;
 	uint64_t seed;
-	int threads;
+	int threads, stats, stats_json;
+	char msg[600];		/* why the run failed (END_FAIL) */
 };
 
+/* Set by the handler of SIGINT and SIGTERM; the loops look at it between steps. */
+static volatile sig_atomic_t stop_signal;
+
 static void
-print_stats(const struct run *r, int human, int json)
+on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+/*
+ * SIGINT and SIGTERM finish the current batch or token, then the run
+ * saves its cache and exits.  SA_RESETHAND: a second signal kills at
+ * once (the snapshot is written by rename, so an old one survives).
+ * Installed only once the input is read: until then nothing is lost by
+ * dying, and a read blocked on a terminal must stay interruptible.
+ */
+static void
+catch_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM };
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		/* A signal ignored at start stays ignored (a script's background job). */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+static void
+print_stats(const struct run *r)
 {
 	double prefill = r->t_prefill - r->t_start;
 	double decode = r->t_end - r->t_first;
@@ -50,14 +97,14 @@ print_stats(const struct run *r, int human, int json)
 	double decode_tps = r->n_gen > 1 && decode > 0 ? (r->n_gen - 1) / decode : 0;
 	struct json j;
 
-	if (human)
+	if (r->stats)
 		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, "
 		    "ttft %.1f ms, %d tokens reused from a snapshot\n%s: kv %zu bytes (%d of %d positions allocated), "
 		    "peak rss %zu bytes, %d threads, seed %llu\n",
 		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft, r->reused,
 		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx,
 		    peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
-	if (json) {
+	if (r->stats_json) {
 		json_begin(&j, stderr);
 		json_int(&j, "prompt_tokens", r->n_prompt);
 		json_int(&j, "generated_tokens", r->n_gen);
@@ -77,34 +124,88 @@ print_stats(const struct run *r, int human, int json)
 	}
 }
 
+/* Record a failure of the model (context full, out of memory) for finish(). */
+static enum end
+model_failed(struct run *r)
+{
+	if (r->n_gen)
+		snprintf(r->msg, sizeof r->msg, "%s: %s (%d tokens generated)",
+		    r->model_path, llm_err(), r->n_gen);
+	else
+		snprintf(r->msg, sizeof r->msg, "%s: %s", r->model_path, llm_err());
+	return END_FAIL;
+}
+
+/* A write to stdout failed: its reader is gone (EPIPE), or it is an error. */
+static enum end
+stdout_failed(struct run *r)
+{
+	if (errno == EPIPE)
+		return END_PIPE;
+	snprintf(r->msg, sizeof r->msg, "stdout: %s", strerror(errno));
+	return END_FAIL;
+}
+
+/*
+ * Run ids[from..to) through the model a batch at a time; between batches
+ * a signal stops it.  *logits gets the last token's logits.
+ */
+static enum end
+run_prompt(struct run *r, const int *ids, int from, int to, float **logits)
+{
+	int i, b, err;
+
+	for (i = from; i < to; i += b) {
+		if (stop_signal)
+			return END_SIGNAL;
+		b = to - i < MODEL_BATCH ? to - i : MODEL_BATCH;
+		*logits = model_forward_batch(&r->m, &r->kv, ids + i, b, i, i + b == to, &err);
+		if (err)
+			return model_failed(r);
+		r->computed += b;
+	}
+	return END_DONE;
+}
+
 /* Each token's log-probability given those before it, a batch at a time. */
-static void
+static enum end
 score(struct run *r, const int *ids, int n)
 {
 	size_t V = (size_t)r->m.c.vocab_size;
 	float *logits = xmalloc(MODEL_BATCH * V * sizeof *logits);
 	double nll = 0, lp;
+	enum end end = END_DONE;
 	int i, b, k, err;
 
-	for (i = 0; i + 1 < n; i += b) {
+	for (i = 0; i + 1 < n && end == END_DONE; i += b) {
+		if (stop_signal) {
+			end = END_SIGNAL;
+			break;
+		}
 		/* the last token is only scored, never run */
 		b = n - 1 - i < MODEL_BATCH ? n - 1 - i : MODEL_BATCH;
 		model_forward_logits(&r->m, &r->kv, ids + i, b, i, logits, &err);
-		if (err)
-			die(1, "%s: %s", r->model_path, llm_err());
+		if (err) {
+			end = model_failed(r);
+			break;
+		}
 		r->computed += b;
 		for (k = 0; k < b; k++) {
 			lp = log_prob(logits + k * V, (int)V, ids[i + k + 1]);
 			nll -= lp;
-			if (printf("%.6f\n", lp) < 0)
-				die(1, "stdout:");
+			if (printf("%.6f\n", lp) < 0) {
+				end = stdout_failed(r);
+				break;
+			}
 		}
-		if (fflush(stdout) == EOF)
-			die(1, "stdout:");
+		if (end == END_DONE && fflush(stdout) == EOF)
+			end = stdout_failed(r);
 	}
 	free(logits);
-	fprintf(stderr, "scored %d tokens, perplexity %.4f\n",
-	    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
+	if (end == END_DONE)
+		fprintf(stderr, "scored %d tokens, perplexity %.4f\n",
+		    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
+	return end;
 }
 
 /* Resume: reuse the longest common prefix of the snapshot and the prompt. */
@@ -137,7 +238,7 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 }
 
 static int
-save(struct run *r, const char *path)
+save(struct run *r)
 {
 	const struct model_config *c = &r->m.c;
 	struct snap_meta meta = {
@@ -148,11 +249,61 @@ save(struct run *r, const char *path)
 	};
 
 	model_fingerprint(&r->m, meta.fingerprint);
-	if (snapshot_write(path, &meta, &r->kv, r->fed, r->kv.seq_len) < 0) {
-		warnx_("%s: %s", path, llm_err());
+	if (snapshot_write(r->kv_out, &meta, &r->kv, r->fed.v, r->kv.seq_len) < 0) {
+		warnx_("%s: %s", r->kv_out, llm_err());
 		return -1;
 	}
 	return 0;
+}
+
+/* The end of every run that computed something: stats, snapshot, status. */
+static int
+finish(struct run *r, enum end end)
+{
+	int status;
+
+	print_stats(r);
+	status = end == END_SIGNAL ? 128 + stop_signal : end == END_PIPE ? 128 + SIGPIPE :
+	    end == END_FAIL ? 1 : 0;
+	if (end == END_FAIL)
+		warnx_("%s", r->msg);
+	if (r->kv_out && save(r) < 0 && status == 0)
+		status = 1;
+	if (end == END_SIGNAL)
+		warnx_("stopped by %s after %d generated tokens%s", strsignal(stop_signal),
+		    r->n_gen, r->kv_out ? "; the cache was saved" : "");
+	ids_free(&r->fed);
+	kv_free(&r->kv);
+	model_free(&r->m);
+	pool_destroy(r->pool);
+	return status;
+}
+
+static enum end
+generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int ignore_eos)
+{
+	int next, err;
+
+	while (r->n_gen < n_predict) {
+		if (stop_signal)
+			return END_SIGNAL;
+		next = sampler_sample(smp, logits);
+		if (!ignore_eos && (next == r->m.c.eos_id || next == r->m.c.eot_id))
+			return END_DONE;
+		if (tokstream_write(stdout, next) < 0)
+			return stdout_failed(r);
+		if (r->n_gen++ == 0)
+			r->t_first = now_seconds();
+		r->t_end = now_seconds();
+		if (r->n_gen == n_predict)
+			return END_DONE;
+		logits = model_forward(&r->m, &r->kv, next, r->kv.seq_len, 1, &err);
+		if (err)
+			return model_failed(r);
+		ids_push(&r->fed, next);
+		r->computed++;
+	}
+	return END_DONE;
 }
 
 int
@@ -177,15 +328,15 @@ main(int argc, char *argv[])
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct run r = { 0 };
+	static struct run r;
 	struct tokstream ts;
 	struct sampler smp;
-	struct pool *pool;
-	const char *kv_in = NULL, *kv_out = NULL;
-	float temp = 0.8f, top_p = 0.95f, *logits;
+	const char *kv_in = NULL, *sampling = NULL;
+	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
-	int do_score = 0, stats = 0, stats_json = 0, seed_set = 0;
-	int *ids, n_ids, c, err, pos, next;
+	int do_score = 0, seed_set = 0, greedy = 0, status;
+	int *ids, n_ids, c;
+	enum end end;
 
 	argv0 = "llm-decode";
 	r.threads = pool_default_threads();
@@ -195,10 +346,19 @@ main(int argc, char *argv[])
 		case 'n': n_predict = (int)opt_int("-n", optarg, 0, 1 << 30); break;
 		case 't': r.threads = (int)opt_int("-t", optarg, 1, 256); break;
 		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
-		case O_GREEDY: temp = 0; break;
-		case O_TEMP: temp = (float)opt_real("--temp", optarg, 0, 100); break;
-		case O_TOPK: top_k = (int)opt_int("--top-k", optarg, 0, 1 << 30); break;
-		case O_TOPP: top_p = (float)opt_real("--top-p", optarg, 0, 1); break;
+		case O_GREEDY: greedy = 1; break;
+		case O_TEMP:
+			temp = (float)opt_real("--temp", optarg, 0, 100);
+			sampling = "--temp";
+			break;
+		case O_TOPK:
+			top_k = (int)opt_int("--top-k", optarg, 0, 1 << 30);
+			sampling = "--top-k";
+			break;
+		case O_TOPP:
+			top_p = (float)opt_real("--top-p", optarg, 0, 1);
+			sampling = "--top-p";
+			break;
 		case O_SEED:
 			r.seed = (uint64_t)opt_int("--seed", optarg, 0, INT64_MAX);
 			seed_set = 1;
@@ -206,28 +366,35 @@ main(int argc, char *argv[])
 		case O_IGNORE_EOS: ignore_eos = 1; break;
 		case O_PREALLOC: prealloc = 1; break;
 		case O_KV_IN: kv_in = optarg; break;
-		case O_KV_OUT: kv_out = optarg; break;
+		case O_KV_OUT: r.kv_out = optarg; break;
 		case O_SCORE: do_score = 1; break;
-		case O_STATS: stats = 1; break;
-		case O_STATS_JSON: stats_json = 1; break;
+		case O_STATS: r.stats = 1; break;
+		case O_STATS_JSON: r.stats_json = 1; break;
 		case 'h': usage(0); break;
 		default: usage(2);
 		}
 	}
 	if (optind != argc || !r.model_path)
 		usage(2);
+	/* Options that contradict each other are refused, never resolved by their order. */
+	if (greedy && sampling)
+		die(2, "--greedy and %s conflict: --greedy takes the most likely token", sampling);
+	if (greedy)
+		temp = 0;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
 	/* A write past a file size limit must fail with EFBIG, not kill us. */
 	signal(SIGXFSZ, SIG_IGN);
+	/* A reader that goes away is noticed as EPIPE: the cache can still be saved. */
+	signal(SIGPIPE, SIG_IGN);
 	if (!seed_set)
 		r.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
 	if (model_load(&r.m, r.model_path) < 0)
 		die(1, "%s: %s", r.model_path, llm_err());
-	if (!(pool = pool_create(r.threads)))
+	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
-	model_set_pool(&r.m, pool);
+	model_set_pool(&r.m, r.pool);
 	if (ctx > r.m.c.context_length)
 		warnx_("--ctx %d is beyond the model's context_length %d", ctx,
 		    r.m.c.context_length);
@@ -247,60 +414,29 @@ main(int argc, char *argv[])
 	if (n_ids > r.kv.max_ctx)
 		die(1, "stdin: %d prompt tokens do not fit max_ctx %d", n_ids, r.kv.max_ctx);
 	r.n_prompt = n_ids;
-	/* one token per position: never more than the context holds */
-	r.fed = xmalloc(((size_t)r.kv.max_ctx + 1) * sizeof *r.fed);
-	memcpy(r.fed, ids, (size_t)n_ids * sizeof *ids);
-
-	r.t_start = now_seconds();
-	if (do_score) {
-		score(&r, ids, n_ids);
-		r.t_prefill = r.t_first = r.t_end = now_seconds();
-		print_stats(&r, stats, stats_json);
-		return kv_out && save(&r, kv_out) < 0 ? 1 : 0;
-	}
+	for (c = 0; c < n_ids; c++)
+		ids_push(&r.fed, ids[c]);
 	if (kv_in)
 		resume(&r, kv_in, ids, n_ids);
 
-	/* The prompt goes through in batches: each weight is read once per batch. */
-	logits = model_prefill(&r.m, &r.kv, ids + r.reused, n_ids - r.reused, r.reused, 1, &err);
-	if (err)
-		die(1, "%s: %s", r.model_path, llm_err());
-	r.computed += n_ids - r.reused;
-	r.t_prefill = r.t_first = r.t_end = now_seconds();
-
-	sampler_init(&smp, r.m.c.vocab_size, temp, top_k, top_p, r.seed);
-	for (pos = n_ids; r.n_gen < n_predict; pos++) {
-		next = sampler_sample(&smp, logits);
-		if (!ignore_eos && (next == r.m.c.eos_id || next == r.m.c.eot_id))
-			break;
-		if (tokstream_write(stdout, next) < 0)
-			die(1, "stdout:");
-		if (r.n_gen++ == 0)
-			r.t_first = now_seconds();
-		r.t_end = now_seconds();
-		if (r.n_gen == n_predict)
-			break;
-		logits = model_forward(&r.m, &r.kv, next, pos, 1, &err);
-		if (err) {
-			/* Everything generated so far is already on stdout, and saved. */
-			print_stats(&r, stats, stats_json);
-			if (kv_out)
-				save(&r, kv_out);
-			die(1, "%s after %d generated tokens", llm_err(), r.n_gen);
+	catch_signals();
+	r.t_start = now_seconds();
+	if (do_score) {
+		end = score(&r, ids, n_ids);
+		r.t_prefill = r.t_first = r.t_end = now_seconds();
+	} else {
+		/* The prompt goes through in batches: each weight is read once per batch. */
+		end = run_prompt(&r, ids, r.reused, n_ids, &logits);
+		r.t_prefill = r.t_first = r.t_end = now_seconds();
+		if (end == END_DONE) {
+			sampler_init(&smp, r.m.c.vocab_size, temp, top_k, top_p, r.seed);
+			end = generate(&r, &smp, logits, n_predict, ignore_eos);
+			sampler_free(&smp);
 		}
-		r.fed[pos] = next;
-		r.computed++;
 	}
-	r.t_end = now_seconds();
-	print_stats(&r, stats, stats_json);
-	if (kv_out && save(&r, kv_out) < 0)
-		return 1;
-
-	sampler_free(&smp);
-	free(r.fed);
+	/* Only the positions the cache holds are saved: fed may run one past them. */
+	r.fed.n = (size_t)r.kv.seq_len;
+	status = finish(&r, end);
 	free(ids);
-	kv_free(&r.kv);
-	model_free(&r.m);
-	pool_destroy(pool);
-	return 0;
+	return status;
 }

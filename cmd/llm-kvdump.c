@@ -29,30 +29,24 @@ main(int argc, char *argv[])
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct snap_slice sl = { .which = -1, .layer = -1, .head = -1 };
 	struct snapshot s;
-	const char *path, *pos_arg = NULL;
-	char *end;
-	long layer = -1, head = -1, pa = 0, pb = -1;
-	int c, which = -1, raw = 0, tokens = 0, w;
-	uint32_t l, p, d, d0, d1, l0, l1;
+	const char *path;
+	int c, raw = 0, tokens = 0, w, k = 0, v = 0;
+	uint32_t l, p, d;
 
 	argv0 = "llm-kvdump";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'k': which = 0; break;
-		case 'v': which = 1; break;
-		case 'l': layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
+		case 'k': k = 1; sl.which = 0; break;
+		case 'v': v = 1; sl.which = 1; break;
+		case 'l': sl.layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'p':
-			/* A or A-B: both whole numbers, A <= B */
-			pos_arg = optarg;
-			if ((end = strchr(optarg, '-')) != NULL)
-				*end++ = '\0';
-			pa = opt_int("--pos", optarg, 0, INT32_MAX);
-			pb = end ? opt_int("--pos", end, pa, INT32_MAX) : pa;
-			if (end)
-				end[-1] = '-';	/* for messages */
+			if (snapshot_parse_range(optarg, &sl.pos_a, &sl.pos_b) < 0)
+				die(2, "--pos: %s", llm_err());
+			sl.have_pos = 1;
 			break;
-		case 'H': head = opt_int("--head", optarg, 0, INT32_MAX); break;
+		case 'H': sl.head = opt_int("--head", optarg, 0, INT32_MAX); break;
 		case 'r': raw = 1; break;
 		case 't': tokens = 1; break;
 		case 'h': usage(0); break;
@@ -61,6 +55,9 @@ main(int argc, char *argv[])
 	}
 	if (optind != argc - 1)
 		usage(2);
+	/* Refused rather than resolved by order: neither means both. */
+	if (k && v)
+		die(2, "--k and --v conflict: give one, or neither for both");
 	path = argv[optind];
 	if (snapshot_open(&s, path) < 0)
 		die(1, "%s: %s", path, llm_err());
@@ -71,41 +68,30 @@ main(int argc, char *argv[])
 				die(1, "stdout:");
 		if (fflush(stdout) == EOF)
 			die(1, "stdout:");
+		snapshot_close(&s);
 		return 0;
 	}
-	if (layer >= (long)s.meta.n_layers)
-		die(1, "%s: --layer %ld is out of range (0-%u)", path, layer, s.meta.n_layers - 1);
-	if (head >= (long)s.meta.n_kv_heads)
-		die(1, "%s: --head %ld is out of range (0-%u)", path, head, s.meta.n_kv_heads - 1);
-	if (s.n_pos == 0 && pos_arg)
-		die(1, "%s: --pos %s is out of range: the snapshot holds no positions", path, pos_arg);
-	if (pos_arg && pb >= (long)s.n_pos)
-		die(1, "%s: --pos %s is out of range (0-%u)", path, pos_arg, s.n_pos - 1);
-	if (!pos_arg)
-		pb = (long)s.n_pos - 1;
-	l0 = layer < 0 ? 0 : (uint32_t)layer;
-	l1 = layer < 0 ? s.meta.n_layers : (uint32_t)layer + 1;
-	d0 = head < 0 ? 0 : (uint32_t)head * s.meta.head_dim;
-	d1 = head < 0 ? s.meta.kv_dim : d0 + s.meta.head_dim;
+	if (snapshot_slice_check(&s, &sl) < 0)
+		die(1, "%s: %s", path, llm_err());
 
 	if (!raw && printf("layer\tkv\tpos\thead\tdim\tvalue\n") < 0)
 		die(1, "stdout:");
-	for (l = l0; l < l1; l++)
+	for (l = sl.l0; l < sl.l1; l++)
 		for (w = 0; w < 2; w++) {
 			const float *x;
-			if (which >= 0 && w != which)
+			if (sl.which >= 0 && w != sl.which)
 				continue;
 			if (snapshot_verify_block(&s, l, w) < 0)
 				die(1, "%s: %s", path, llm_err());
 			x = snapshot_block(&s, l, w);
-			for (p = (uint32_t)pa; (long)p <= pb; p++) {
+			for (p = sl.p0; p < sl.p1; p++) {
 				const float *row = x + (uint64_t)p * s.meta.kv_dim;
 				if (raw) {
-					if (fwrite(row + d0, sizeof(float), d1 - d0, stdout) != d1 - d0)
+					if (fwrite(row + sl.d0, sizeof(float), sl.d1 - sl.d0, stdout) != sl.d1 - sl.d0)
 						die(1, "stdout:");
 					continue;
 				}
-				for (d = d0; d < d1; d++)
+				for (d = sl.d0; d < sl.d1; d++)
 					if (printf("%u\t%c\t%u\t%u\t%u\t%.9g\n", l, w ? 'v' : 'k', p,
 					    d / s.meta.head_dim, d % s.meta.head_dim, row[d]) < 0)
 						die(1, "stdout:");

@@ -54,6 +54,16 @@ block_stats(const float *x, uint32_t n_pos, uint32_t dim, double *chan, struct s
 		st->min = st->max = 0;
 }
 
+/* A JSON number; JSON has no NaN or infinity, so those are null. */
+static void
+json_number(double v)
+{
+	if (isfinite(v))
+		printf("%.6g", v);
+	else
+		fputs("null", stdout);
+}
+
 static void
 hex(const uint8_t *p, size_t n, char *out)
 {
@@ -71,7 +81,7 @@ colour(double t, int *r, int *g, int *b)
 	/* A perceptual dark-blue to yellow ramp (viridis-like) in five stops. */
 	static const double stops[5][3] = { { 68, 1, 84 }, { 59, 82, 139 }, { 33, 145, 140 },
 		{ 94, 201, 98 }, { 253, 231, 37 } };
-	double x = (t < 0 ? 0 : t > 1 ? 1 : t) * 4;
+	double x = (t > 0 ? (t < 1 ? t : 1) : 0) * 4;	/* NaN goes to 0 */
 	int i = x >= 4 ? 3 : (int)x;
 	double f = x - i;
 
@@ -80,11 +90,12 @@ colour(double t, int *r, int *g, int *b)
 	*b = (int)(stops[i][2] + f * (stops[i + 1][2] - stops[i][2]));
 }
 
+/* Layers [l0, l0 + L): the caller has verified their checksums. */
 static void
-write_svg(const struct snapshot *s, const char *path, const char *name)
+write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t l0, uint32_t L)
 {
 	enum { CELL_W_MAX = 4, COLS_MAX = 512, ROW_H = 10, LEFT = 60, TOP = 40, PANEL_GAP = 70 };
-	uint32_t L = s->meta.n_layers, P = s->n_pos, cols = P < COLS_MAX ? P : COLS_MAX;
+	uint32_t P = s->n_pos, cols = P < COLS_MAX ? P : COLS_MAX;
 	double *norm[2], lo[2], hi[2];
 	double cell_w = cols ? (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols) : 1;
 	double panel_w = cols * (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols);
@@ -101,7 +112,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name)
 		norm[w] = xcalloc((size_t)L * cols, sizeof(double));
 		lo[w] = INFINITY, hi[w] = -INFINITY;
 		for (l = 0; l < L; l++) {
-			const float *x = snapshot_block(s, l, w);
+			const float *x = snapshot_block(s, l0 + l, w);
 			for (c = 0; c < cols && P > 0; c++) {
 				/* Positions are binned when there are more than COLS_MAX. */
 				uint32_t p0 = (uint32_t)((uint64_t)c * P / cols), p1 = (uint32_t)((uint64_t)(c + 1) * P / cols);
@@ -113,10 +124,14 @@ write_svg(const struct snapshot *s, const char *path, const char *name)
 					acc += sqrt(ss);
 				}
 				norm[w][(size_t)l * cols + c] = acc / (p1 - p0);
-				lo[w] = fmin(lo[w], acc / (p1 - p0));
-				hi[w] = fmax(hi[w], acc / (p1 - p0));
+				if (isfinite(acc)) {	/* NaN and infinity are drawn grey */
+					lo[w] = fmin(lo[w], acc / (p1 - p0));
+					hi[w] = fmax(hi[w], acc / (p1 - p0));
+				}
 			}
 		}
+		if (!isfinite(lo[w]))
+			lo[w] = 0;
 		if (!(hi[w] > lo[w]))
 			hi[w] = lo[w] + 1;
 	}
@@ -134,7 +149,11 @@ write_svg(const struct snapshot *s, const char *path, const char *name)
 		fprintf(fp, "<g shape-rendering=\"crispEdges\">\n");
 		for (l = 0; l < L; l++)
 			for (c = 0; c < cols && P > 0; c++) {
-				colour((norm[w][(size_t)l * cols + c] - lo[w]) / (hi[w] - lo[w]), &r, &g, &b);
+				double v = norm[w][(size_t)l * cols + c];
+				if (isfinite(v))
+					colour((v - lo[w]) / (hi[w] - lo[w]), &r, &g, &b);
+				else
+					r = g = b = 0x99;
 				fprintf(fp, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#%02x%02x%02x\"/>\n",
 				    LEFT + c * cell_w, y0 + (int)l * ROW_H, cell_w + 0.05, ROW_H, r, g, b);
 			}
@@ -142,7 +161,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name)
 		/* Axes: layers down the left, positions along the bottom. */
 		for (l = 0; l < L; l += L > 16 ? 5 : 1)
 			fprintf(fp, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%u</text>\n",
-			    LEFT - 4, y0 + (int)l * ROW_H + ROW_H - 1, l);
+			    LEFT - 4, y0 + (int)l * ROW_H + ROW_H - 1, l0 + l);
 		fprintf(fp, "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" text-anchor=\"middle\">layer</text>\n",
 		    y0 + (int)L * ROW_H / 2, y0 + (int)L * ROW_H / 2);
 		for (int k = 0; k <= 4; k++) {
@@ -221,7 +240,7 @@ main(int argc, char *argv[])
 		json_write_string(stdout, path);
 		printf(",\"version\":%u,\"fingerprint\":\"%s\",\"layers\":%u,\"kv_heads\":%u,"
 		    "\"head_dim\":%u,\"kv_dim\":%u,\"positions\":%u,\"max_ctx\":%u,"
-		    "\"element_type\":\"f32\",\"rope_dim\":%u,\"rope_base\":%g,"
+		    "\"element_type\":\"f32\",\"rope_dim\":%u,\"rope_base\":%.9g,"
 		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,\"per_layer\":[",
 		    s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
 		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, s.meta.rope_dim, s.meta.rope_base,
@@ -243,11 +262,19 @@ main(int argc, char *argv[])
 			block_stats(snapshot_block(&s, l, w), s.n_pos, s.meta.kv_dim, chan, &st[w]);
 		if (json) {
 			printf("%s{\"layer\":%u", l > lo ? "," : "", l);
-			for (w = 0; w < 2; w++)
-				printf(",\"%s\":{\"min\":%.6g,\"max\":%.6g,\"mean_abs\":%.6g,\"rms\":%.6g,"
-				    "\"top_channel\":%u,\"top_channel_mean_abs\":%.6g}", w ? "v" : "k",
-				    st[w].min, st[w].max, st[w].mean_abs, st[w].rms,
-				    st[w].top_channel, st[w].top_mean_abs);
+			for (w = 0; w < 2; w++) {
+				printf(",\"%s\":{\"min\":", w ? "v" : "k");
+				json_number(st[w].min);
+				printf(",\"max\":");
+				json_number(st[w].max);
+				printf(",\"mean_abs\":");
+				json_number(st[w].mean_abs);
+				printf(",\"rms\":");
+				json_number(st[w].rms);
+				printf(",\"top_channel\":%u,\"top_channel_mean_abs\":", st[w].top_channel);
+				json_number(st[w].top_mean_abs);
+				printf("}");
+			}
 			printf("}");
 		} else {
 			printf("%5u  %10.4g %10.4g %9.4g %9.4g %7u  %10.4g %10.4g %9.4g %9.4g %7u\n", l,
@@ -258,7 +285,7 @@ main(int argc, char *argv[])
 	if (json)
 		printf("]}\n");
 	if (svg)
-		write_svg(&s, svg, path);
+		write_svg(&s, svg, path, lo, hi - lo);
 	free(chan);
 	snapshot_close(&s);
 	if (fflush(stdout) == EOF)

@@ -493,7 +493,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 	*err = 0;
 	/* max_ctx is a hard ceiling, checked before the pass starts. */
 	if (pos + n > kv->max_ctx) {
-		llm_seterr("context full: %d tokens fill max_ctx %d", pos + n - 1, kv->max_ctx);
+		llm_seterr("context full: position %d is past max_ctx %d", pos + n - 1, kv->max_ctx);
 		goto fail;
 	}
 	if (pos < 0 || pos > kv->seq_len || n < 1 || n > MODEL_BATCH) {

@@ -4,6 +4,7 @@
  * a block as it multiplies, so the f32 copy never exists.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -113,6 +114,43 @@ f32_to_bf16(float f)
 		return (uint16_t)((x >> 16) | 0x40);
 	x += 0x7fff + ((x >> 16) & 1);	/* round to nearest even */
 	return (uint16_t)(x >> 16);
+}
+
+/*
+ * The kernels' scratch hangs off a pthread key, whose destructor frees it
+ * when a thread exits: a pool's threads come and go with the pool, and a
+ * _Thread_local pointer would leak its buffer each time.
+ */
+struct scratch {
+	size_t cap;
+	float buf[];
+};
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void
+scratch_make_key(void)
+{
+	if (pthread_key_create(&scratch_key, free) != 0)
+		abort();
+}
+
+float *
+quant_scratch(size_t n)
+{
+	struct scratch *s;
+
+	pthread_once(&scratch_once, scratch_make_key);
+	s = pthread_getspecific(scratch_key);
+	if (!s || s->cap < n) {
+		free(s);
+		if (!(s = malloc(sizeof *s + n * sizeof(float))) ||
+		    pthread_setspecific(scratch_key, s) != 0)
+			abort();	/* a few KiB: no recovery worth having */
+		s->cap = n;
+	}
+	return s->buf;
 }
 
 void

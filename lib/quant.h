@@ -69,6 +69,12 @@ uint16_t f32_to_bf16(float f);
 /* Fill lookup tables; call once before any kernel runs. */
 void quant_init(void);
 
+/*
+ * For the SIMD kernels: a buffer of n floats that belongs to the calling
+ * thread, grown as needed and freed when the thread exits.
+ */
+float *quant_scratch(size_t n);
+
 /* 1 if the forward pass has kernels for this ggml type. */
 int quant_supported(uint32_t type);
 const char *quant_supported_list(void);

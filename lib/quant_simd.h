@@ -98,7 +98,7 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
                                                                                          \
 	if (T >= 2 * TOKS && !IS_F32_##TYPE) {                                           \
 		/* a batch: widen each row tile once, not once per token group */        \
-		float *tile = scratch((size_t)ROWS * cols);                              \
+		float *tile = quant_scratch((size_t)ROWS * cols);                        \
 		for (; r + ROWS <= r1; r += ROWS) {                                      \
 			CAT(PREFIX, widen_##TYPE)(w + (size_t)r * row_bytes, row_bytes, ROWS, cols, tile); \
 			CAT(PREFIX, gemm_f32)((const char *)tile, (size_t)cols * 4, 0, ROWS, cols, \
@@ -139,22 +139,6 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 #define IS_F32_f16 0
 #define IS_F32_bf16 0
 #define IS_F32_q8_0 0
-
-/* A per-thread buffer for widened rows. */
-static float *
-scratch(size_t n)
-{
-	static _Thread_local float *buf;
-	static _Thread_local size_t cap;
-
-	if (n > cap) {
-		free(buf);
-		if (!(buf = malloc(n * sizeof *buf)))
-			abort();	/* a few KiB: no recovery worth having */
-		cap = n;
-	}
-	return buf;
-}
 
 /* The byte offset of element k in a row, for the prefetch. */
 #define BYTE_OF_f32(k) ((size_t)(k) * 4)

@@ -143,8 +143,8 @@ sampler_sample(struct sampler *s, float *logits)
 	else
 		qsort(c, (size_t)n, sizeof *c, by_prob_desc);
 
-	/* top-p: the smallest prefix whose mass reaches top_p. */
-	if (s->top_p > 0 && s->top_p < 1) {
+	/* top-p: the smallest prefix whose mass reaches top_p (0: the first alone). */
+	if (s->top_p < 1) {
 		cum = 0;
 		for (i = 0; i < n; i++) {
 			cum += c[i].p;

@@ -13,7 +13,7 @@ struct sampler {
 	int vocab;
 	float temp;		/* 0: greedy */
 	int top_k;		/* 0: off */
-	float top_p;		/* 1: off */
+	float top_p;		/* 1: off; 0: only the most likely token */
 	uint64_t rng;
 	struct prob_id *cand;
 };

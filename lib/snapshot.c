@@ -201,8 +201,10 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		    write_all(fd, kv_v_read(kv, (int)l, 0), (size_t)block) < 0 ||
 		    write_zeros(fd, (size_t)(stride - block)) < 0)
 			goto fail;
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		fd = -1;
+	if (fsync(fd) < 0)
+		goto fail;	/* fail closes fd */
+	if (close(fd) < 0) {
+		fd = -1;	/* closed even so: POSIX leaves it unspecified, Linux closes */
 		goto fail;
 	}
 	fd = -1;
@@ -218,7 +220,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 fail:
 	llm_seterr("%s", strerror(errno));
 	if (fd >= 0)
-		close(fd);
+		close(fd);	/* after llm_seterr: close may change errno */
 	if (tmp)
 		unlink(tmp);
 	free(m), free(tmp), free(copy), free(dir);
@@ -486,4 +488,71 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 	if (lcp > 0 && (int)lcp == n_ids)
 		lcp--;
 	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
+}
+
+static int
+parse_whole(const char *s, const char *end, long *v)
+{
+	long x = 0;
+
+	if (s == end)
+		return -1;
+	for (; s < end; s++) {
+		if (*s < '0' || *s > '9' || x > (INT32_MAX - (*s - '0')) / 10)
+			return -1;
+		x = x * 10 + (*s - '0');
+	}
+	*v = x;
+	return 0;
+}
+
+int
+snapshot_parse_range(const char *s, long *a, long *b)
+{
+	const char *dash = strchr(s, '-'), *end = s + strlen(s);
+
+	if (parse_whole(s, dash ? dash : end, a) < 0 ||
+	    (dash && (parse_whole(dash + 1, end, b) < 0 || *b < *a))) {
+		llm_seterr("'%.40s': expected a position A or a range A-B, "
+		    "whole numbers with A <= B", s);
+		return -1;
+	}
+	if (!dash)
+		*b = *a;
+	return 0;
+}
+
+int
+snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl)
+{
+	const struct snap_meta *m = &s->meta;
+
+	if (sl->layer >= (long)m->n_layers) {
+		llm_seterr("--layer %ld is out of range (0-%u)", sl->layer, m->n_layers - 1);
+		return -1;
+	}
+	if (sl->head >= (long)m->n_kv_heads) {
+		llm_seterr("--head %ld is out of range (0-%u)", sl->head, m->n_kv_heads - 1);
+		return -1;
+	}
+	if (sl->have_pos && s->n_pos == 0) {
+		llm_seterr("--pos %ld is out of range: the snapshot holds no positions", sl->pos_a);
+		return -1;
+	}
+	if (sl->have_pos && (sl->pos_a < 0 || sl->pos_b < sl->pos_a || sl->pos_b >= (long)s->n_pos)) {
+		if (sl->pos_a == sl->pos_b)
+			llm_seterr("--pos %ld is out of range (0-%u)", sl->pos_a, s->n_pos - 1);
+		else
+			llm_seterr("--pos %ld-%ld is out of range (0-%u)", sl->pos_a, sl->pos_b,
+			    s->n_pos - 1);
+		return -1;
+	}
+	sl->l0 = sl->layer < 0 ? 0 : (uint32_t)sl->layer;
+	sl->l1 = sl->layer < 0 ? m->n_layers : (uint32_t)sl->layer + 1;
+	sl->p0 = sl->have_pos ? (uint32_t)sl->pos_a : 0;
+	sl->p1 = sl->have_pos ? (uint32_t)sl->pos_b + 1 : s->n_pos;
+	/* head * head_dim < n_kv_heads * head_dim = kv_dim, which the open bounded */
+	sl->d0 = sl->head < 0 ? 0 : (uint32_t)sl->head * m->head_dim;
+	sl->d1 = sl->head < 0 ? m->kv_dim : sl->d0 + m->head_dim;
+	return 0;
 }

@@ -70,4 +70,22 @@ int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
  */
 int snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_ids);
 
+/*
+ * A slice of a snapshot, as llm-kvdump selects it: K, V or both, one
+ * layer or all, positions A to B inclusive or all, one head or all.
+ */
+struct snap_slice {
+	int which;		/* 0: K, 1: V, -1: both */
+	long layer, head;	/* -1: all */
+	int have_pos;
+	long pos_a, pos_b;
+	/* What snapshot_slice_check makes of it, half-open ranges. */
+	uint32_t l0, l1, p0, p1, d0, d1;
+};
+
+/* "A" or "A-B", whole numbers with 0 <= A <= B < 2^31; -1 with llm_err() if not. */
+int snapshot_parse_range(const char *s, long *a, long *b);
+/* Check a slice against the file and resolve its ranges; -1 with llm_err() naming the range. */
+int snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl);
+
 #endif

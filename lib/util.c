@@ -211,7 +211,8 @@ buf_add(struct buf *b, const void *p, size_t n)
 		if (!(b->s = realloc(b->s, b->cap)))
 			die(1, "out of memory");
 	}
-	memcpy(b->s + b->n, p, n);
+	if (n)	/* p may be NULL when n is 0 */
+		memcpy(b->s + b->n, p, n);
 	b->n += n;
 	b->s[b->n] = '\0';	/* always a C string too */
 }

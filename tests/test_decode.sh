@@ -43,7 +43,8 @@ context_overflow_exits_nonzero_after_emitting_tokens() {
 	rc=$?
 	[ $rc -eq 1 ] || fail "exit $rc"
 	[ "$(wc -l <"$TMP/out")" -eq 16 ] || fail "$(wc -l <"$TMP/out") tokens emitted"
-	grep -q 'context full' "$TMP/err" || fail "message: $(cat "$TMP/err")"
+	[ "$(cat "$TMP/err")" = "llm-decode: $m: context full: position 20 is past max_ctx 20 (16 tokens generated)" ] ||
+		fail "message: $(cat "$TMP/err")"
 	# The tokens emitted are those of a run with room to spare.
 	echo "1 5 9 13 17" | "$D" -m "$m" --greedy --ignore-eos -n 16 >"$TMP/want"
 	cmp "$TMP/want" "$TMP/out" || fail "emitted tokens differ"
@@ -114,9 +115,22 @@ sampling_is_reproducible_for_a_seed() {
 	[ "$(wc -l <"$TMP/a")" -eq 40 ] || fail "count"
 	cmp "$TMP/a" "$TMP/b" || fail "same seed differs"
 	! cmp -s "$TMP/a" "$TMP/c" || fail "seeds 7 and 8 gave the same 40 tokens"
-	# top-k 1 is greedy whatever the seed
-	echo 1 | "$D" -m "$m" --top-k 1 --seed 3 -n 20 --ignore-eos >"$TMP/k1"
-	echo 1 | "$D" -m "$m" --greedy -n 20 --ignore-eos | cmp - "$TMP/k1" || fail "top-k 1 is not greedy"
+	# top-k 1 is greedy whatever the seed, and so is top-p 0
+	echo 1 | "$D" -m "$m" --greedy -n 20 --ignore-eos >"$TMP/greedy"
+	echo 1 | "$D" -m "$m" --top-k 1 --seed 3 -n 20 --ignore-eos | cmp - "$TMP/greedy" ||
+		fail "top-k 1 is not greedy"
+	echo 1 | "$D" -m "$m" --temp 2 --top-k 0 --top-p 0 --seed 3 -n 20 --ignore-eos |
+		cmp - "$TMP/greedy" || fail "top-p 0 is not greedy"
+}
+
+conflicting_options_are_refused() {
+	m=$(tiny f32)
+	for opt in "--temp 1" "--top-k 5" "--top-p 0.5"; do
+		echo 1 | "$D" -m "$m" --greedy $opt -n 2 >/dev/null 2>"$TMP/err"
+		[ $? -eq 2 ] || fail "--greedy $opt accepted"
+		grep -q "^llm-decode: --greedy and ${opt% *} conflict" "$TMP/err" || fail "$(cat "$TMP/err")"
+	done
+	echo 1 | "$D" -m "$m" --greedy --seed 4 -n 2 >/dev/null || fail "--greedy --seed refused"
 }
 
 stats_json_is_one_line_with_the_keys() {
@@ -162,5 +176,6 @@ t score_does_not_depend_on_batch_boundaries
 t stops_at_eos_unless_ignore_eos
 t sampling_is_reproducible_for_a_seed
 t stats_json_is_one_line_with_the_keys
+t conflicting_options_are_refused
 t usage_and_bad_files
 t empty_prompt_starts_from_bos

@@ -126,6 +126,137 @@ damaged_snapshot_is_a_one_line_error() {
 	[ $? -eq 1 ] && grep -q "truncated" "$TMP/err" || fail "llm-decode: $(cat "$TMP/err")"
 }
 
+# wait_lines FILE N: wait up to 20 s for FILE to have N lines.
+wait_lines() {
+	i=0
+	while [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ] && [ $i -lt 200 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ $i -lt 200 ] || fail "$1 never reached $2 lines"
+}
+
+closed_stdout_stops_quietly_and_saves_the_snapshot() {
+	m=$(tiny f32)
+	rm -f "$TMP/pipe.kv" "$TMP/head.kv" "$TMP/rc"
+	# The reader is gone before the first token is written: EPIPE, not SIGPIPE.
+	{ sleep 1; echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 100 \
+		--kv-out "$TMP/pipe.kv" 2>"$TMP/err"; echo $? >"$TMP/rc"; } | true
+	[ "$(cat "$TMP/rc")" -eq 141 ] || fail "exit $(cat "$TMP/rc")"
+	[ ! -s "$TMP/err" ] || fail "not quiet: $(cat "$TMP/err")"
+	[ "$("$K" --tokens "$TMP/pipe.kv" | tr '\n' ' ')" = "1 40 41 42 " ] ||
+		fail "saved $("$K" --tokens "$TMP/pipe.kv" | tr '\n' ' ')"
+	# And as a user writes it: whatever head took, the cache holds its tokens.
+	echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 400 --kv-out "$TMP/head.kv" |
+		head -n 2 >"$TMP/two"
+	[ "$(wc -l <"$TMP/two")" -eq 2 ] || fail "head got $(wc -l <"$TMP/two") lines"
+	"$K" --tokens "$TMP/head.kv" | sed -n 5,6p | cmp - "$TMP/two" || fail "the snapshot lacks the tokens read"
+}
+
+# interrupted SIGNAL: a long generation stopped by SIGNAL saves what it computed.
+interrupted() {
+	m=$(tiny f32)
+	rm -f "$TMP/$1.kv" "$TMP/$1.out"
+	echo "1 40 41 42" | env --default-signal=INT "$D" -m "$m" --greedy --ignore-eos \
+		-n 60000 --ctx 65536 --kv-out "$TMP/$1.kv" >"$TMP/$1.out" 2>"$TMP/$1.err" &
+	pid=$!
+	wait_lines "$TMP/$1.out" 20
+	kill -s "$1" $pid
+	wait $pid
+	echo $?
+}
+
+sigterm_during_generation_saves_every_token_emitted() {
+	rc=$(interrupted TERM)
+	[ "$rc" -eq 143 ] || fail "exit $rc: $(cat "$TMP/TERM.err")"
+	grep -q "^llm-decode: stopped by Terminated after [0-9]* generated tokens; the cache was saved$" \
+		"$TMP/TERM.err" || fail "$(cat "$TMP/TERM.err")"
+	n=$(wc -l <"$TMP/TERM.out")
+	[ "$n" -ge 20 ] && [ "$n" -lt 60000 ] || fail "$n tokens"
+	# Every emitted token was fed back before the run stopped: the cache holds them all,
+	# bitwise as a run that computes the same tokens from scratch.
+	{ echo "1 40 41 42"; cat "$TMP/TERM.out"; } >"$TMP/all"
+	"$K" --tokens "$TMP/TERM.kv" | tr '\n' ' ' >"$TMP/saved"
+	tr -s ' \n' '  ' <"$TMP/all" | cmp - "$TMP/saved" || fail "saved tokens differ"
+	rm -f "$TMP/scratch.kv"
+	"$D" -m "$(tiny f32)" -n 0 --ctx 65536 --kv-out "$TMP/scratch.kv" <"$TMP/all" || fail "scratch"
+	cmp "$TMP/TERM.kv" "$TMP/scratch.kv" || fail "the saved cache differs from scratch"
+}
+
+sigint_during_prefill_saves_the_batches_done() {
+	m=$(tiny f32)
+	rm -f "$TMP/INT.kv"
+	# 8000 tokens take seconds: attention over a long prompt is quadratic
+	seq 1 8000 | awk '{ print $1 % 300 + 3 }' >"$TMP/long"
+	env --default-signal=INT "$D" -m "$m" -n 5 --ctx 65536 --kv-out "$TMP/INT.kv" \
+		<"$TMP/long" >"$TMP/INT.out" 2>"$TMP/INT.err" &
+	pid=$!
+	sleep 0.5
+	kill -s INT $pid
+	wait $pid
+	rc=$?
+	[ $rc -eq 130 ] || fail "exit $rc: $(cat "$TMP/INT.err")"
+	[ ! -s "$TMP/INT.out" ] || fail "generated during the prefill"
+	n=$("$K" --tokens "$TMP/INT.kv" | wc -l)
+	# whole batches of 64, a prefix of the prompt
+	[ "$n" -gt 0 ] && [ "$n" -lt 8000 ] && [ $((n % 64)) -eq 0 ] || fail "$n positions saved"
+	"$K" --tokens "$TMP/INT.kv" | cmp - "$(printf '%s' "$TMP/long")" 2>&1 | grep -q EOF ||
+		fail "the saved tokens are not a prefix of the prompt"
+	# resuming from it computes only the rest
+	"$D" -m "$m" -n 0 --ctx 65536 --kv-in "$TMP/INT.kv" --stats-json <"$TMP/long" 2>"$TMP/js" >/dev/null ||
+		fail "resume: $(cat "$TMP/js")"
+	grep -q "\"reused_tokens\":$n,\"computed_tokens\":$((8000 - n))," "$TMP/js" || fail "$(cat "$TMP/js")"
+}
+
+two_writers_of_one_snapshot_leave_a_whole_file() {
+	m=$(tiny f32)
+	seq 1 1000 | awk '{ print $1 % 300 + 3 }' >"$TMP/pa"
+	seq 1 900 | awk '{ print $1 % 290 + 5 }' >"$TMP/pb"
+	rm -f "$TMP/a.kv" "$TMP/b.kv" "$TMP/both.kv"
+	"$D" -m "$m" -n 0 --ctx 1024 --kv-out "$TMP/a.kv" <"$TMP/pa" || fail "a"
+	"$D" -m "$m" -n 0 --ctx 1024 --kv-out "$TMP/b.kv" <"$TMP/pb" || fail "b"
+	for round in 1 2 3; do
+		"$D" -m "$m" -n 0 --ctx 1024 --kv-out "$TMP/both.kv" <"$TMP/pa" &
+		p1=$!
+		"$D" -m "$m" -n 0 --ctx 1024 --kv-out "$TMP/both.kv" <"$TMP/pb" &
+		p2=$!
+		wait $p1 || fail "round $round: first writer"
+		wait $p2 || fail "round $round: second writer"
+		"$S" "$TMP/both.kv" >/dev/null || fail "round $round: not a valid snapshot"
+		cmp -s "$TMP/both.kv" "$TMP/a.kv" || cmp -s "$TMP/both.kv" "$TMP/b.kv" ||
+			fail "round $round: neither writer's snapshot"
+	done
+	! ls -a "$TMP" | grep -q '\.tmp-' || fail "temporary file left"
+}
+
+kvstat_layer_shows_only_that_layer_even_in_svg() {
+	m=$(tiny f32)
+	seq 1 10 | "$D" -m "$m" -n 1 --kv-out "$TMP/l.kv" >/dev/null || fail "exit $?"
+	# damage layer 1's V block (10 positions x 32 floats: one 4 KiB page per block)
+	printf 'X' | dd of="$TMP/l.kv" bs=1 seek=$((4096 + 3 * 4096 + 7)) conv=notrunc 2>/dev/null
+	"$S" "$TMP/l.kv" >/dev/null 2>"$TMP/err"; [ $? -eq 1 ] || fail "damage not seen"
+	grep -q "layer 1: V block checksum mismatch" "$TMP/err" || fail "$(cat "$TMP/err")"
+	rm -f "$TMP/l.svg"
+	"$S" --layer 0 --svg "$TMP/l.svg" "$TMP/l.kv" >/dev/null || fail "--layer 0"
+	# one layer label in each of the K and V panels, and only layer 0's cells
+	[ "$(grep -c 'text-anchor="end">[0-9]*</text>' "$TMP/l.svg")" -eq 2 ] ||
+		fail "$(grep -c 'text-anchor="end">' "$TMP/l.svg") layer labels"
+	! grep -q 'text-anchor="end">[12]</text>' "$TMP/l.svg" || fail "unverified layers drawn"
+}
+
+kvdump_refuses_conflicting_and_bad_selections() {
+	m=$(tiny f32)
+	seq 1 10 | "$D" -m "$m" -n 1 --kv-out "$TMP/c2.kv" >/dev/null || fail "exit $?"
+	"$K" --k --v "$TMP/c2.kv" >/dev/null 2>"$TMP/err"; [ $? -eq 2 ] || fail "--k --v accepted"
+	grep -q "^llm-kvdump: --k and --v conflict" "$TMP/err" || fail "$(cat "$TMP/err")"
+	for bad in x 1- -1 1-2-3 3x 99999999999; do
+		"$K" --pos "$bad" "$TMP/c2.kv" >/dev/null 2>"$TMP/err"
+		[ $? -eq 2 ] || fail "--pos $bad accepted"
+		grep -q "^llm-kvdump: --pos: '$bad': expected a position" "$TMP/err" || fail "$(cat "$TMP/err")"
+	done
+	"$K" --pos 2-9 --k --layer 2 "$TMP/c2.kv" | tail -n +2 | wc -l | grep -qx 256 || fail "--pos 2-9"
+}
+
 t resumed_runs_generate_the_same_ids_as_scratch
 t snapshot_of_another_model_is_refused
 t failed_write_leaves_the_old_snapshot
@@ -134,3 +265,9 @@ t kvstat_prints_summary_rows_json_and_svg
 t kvdump_slices_tsv_raw_and_tokens
 t kvdump_tokens_show_the_text_a_cache_holds
 t damaged_snapshot_is_a_one_line_error
+t closed_stdout_stops_quietly_and_saves_the_snapshot
+t sigterm_during_generation_saves_every_token_emitted
+t sigint_during_prefill_saves_the_batches_done
+t two_writers_of_one_snapshot_leave_a_whole_file
+t kvstat_layer_shows_only_that_layer_even_in_svg
+t kvdump_refuses_conflicting_and_bad_selections

@@ -4,12 +4,15 @@
  */
 #define _GNU_SOURCE	/* memmem */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include "../lib/gguf.h"
@@ -305,6 +308,119 @@ damaged_headers_are_refused_each_with_its_message(void)
 #undef CASE
 }
 
+/*
+ * This program's own fsync, which the library's calls reach instead of
+ * libc's: it fails on demand, as a disk with an I/O error would.
+ */
+static int fail_fsync;
+static int count_temp_files(void);
+
+int
+fsync(int fd)
+{
+	if (fail_fsync) {
+		errno = EIO;
+		return -1;
+	}
+	return (int)syscall(SYS_fsync, fd);
+}
+
+/* Open file descriptors, from /proc; -1 without it. */
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the directory's own descriptor */
+}
+
+static void
+failed_fsync_leaks_nothing_and_keeps_the_old_snapshot(void)
+{
+	struct kv kv;
+	struct snap_meta meta;
+	int ids[10] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 }, before, r;
+	float *logits = xmalloc(10 * (size_t)m.c.vocab_size * sizeof *logits);
+
+	if (count_fds() < 0)
+		SKIP("/proc/self/fd is absent");
+	write_bad(img, img_len);
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0);
+	run(&kv, ids, 0, 10, logits);
+	meta_of(&kv, &meta);
+	before = count_fds();
+	fail_fsync = 1;
+	r = snapshot_write(bad_path, &meta, &kv, ids, 10);
+	fail_fsync = 0;
+	CHECK(r < 0 && strstr(llm_err(), "Input/output error"), "r %d: %s", r, llm_err());
+	CHECK(count_fds() == before, "%d descriptors open after the failed write, %d before",
+	    count_fds(), before);
+	size_t n = 0;
+	unsigned char *back = read_whole(bad_path, &n);
+	CHECK(back && n == img_len && memcmp(back, img, img_len) == 0, "old snapshot changed");
+	free(back);
+	CHECK(count_temp_files() == 0, "temporary files left behind");
+	kv_free(&kv);
+	free(logits);
+}
+
+/* Run a command; its standard output (up to cap - 1 bytes) and exit status. */
+static int
+run_tool(const char *cmd, char *out, size_t cap)
+{
+	FILE *fp = popen(cmd, "r");
+	size_t n = 0;
+	int status;
+
+	out[0] = '\0';
+	if (!fp)
+		return -1;
+	n = fread(out, 1, cap - 1, fp);
+	out[n] = '\0';
+	status = pclose(fp);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void
+kvstat_json_has_null_for_nan_and_infinity(void)
+{
+	static char out[1 << 16];
+	char path[400], cmd[1000];
+	struct kv kv;
+	struct snap_meta meta;
+	int ids[4] = { 1, 2, 3, 4 };
+	float *logits = xmalloc(4 * (size_t)m.c.vocab_size * sizeof *logits);
+
+	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0);
+	run(&kv, ids, 0, 4, logits);
+	kv_k_write(&kv, 0, 1)[3] = NAN;
+	kv_v_write(&kv, 1, 2)[0] = INFINITY;
+	meta_of(&kv, &meta);
+	snprintf(path, sizeof path, "%s/nan.kv", dir);
+	CHECK(snapshot_write(path, &meta, &kv, ids, 4) == 0, "%s", llm_err());
+	snprintf(cmd, sizeof cmd, "cmd/llm-kvstat --json %s", path);
+	CHECK(run_tool(cmd, out, sizeof out) == 0, "llm-kvstat --json failed: %s", out);
+	CHECK(strstr(out, "\"mean_abs\":null") && !strstr(out, ":nan") && !strstr(out, ":inf") &&
+	    !strstr(out, ":-nan") && !strstr(out, ":-inf"),
+	    "not JSON: %s", out);
+	snprintf(cmd, sizeof cmd, "cmd/llm-kvstat --svg %s/nan.svg %s", dir, path);
+	CHECK(run_tool(cmd, out, sizeof out) == 0, "llm-kvstat --svg failed");
+	snprintf(path, sizeof path, "%s/nan.svg", dir);
+	size_t n;
+	char *svg = (char *)read_whole(path, &n);
+	CHECK(svg && strstr(svg, "#999999"), "NaN not drawn grey");
+	free(svg);
+	kv_free(&kv);
+	free(logits);
+}
+
 static int
 count_temp_files(void)
 {
@@ -380,6 +496,8 @@ main(void)
 	TEST(flipped_byte_in_a_block_is_refused);
 	TEST(damaged_headers_are_refused_each_with_its_message);
 	TEST(failed_write_keeps_the_old_snapshot);
+	TEST(failed_fsync_leaks_nothing_and_keeps_the_old_snapshot);
+	TEST(kvstat_json_has_null_for_nan_and_infinity);
 	free(img);
 	model_free(&m);
 	CHECK_EXIT();
