@@ -852,7 +852,8 @@ release(struct tok_decoder *d, size_t n, struct buf *out)
 	else if (n > 0)
 		d->started = 1;
 	buf_add(out, s, n);
-	memmove(s, d->pending.s + d->pending.n - rest, rest);
+	if (rest)	/* s is NULL while nothing was ever pending */
+		memmove(s, d->pending.s + d->pending.n - rest, rest);
 	d->pending.n = rest;
 }
 
