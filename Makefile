@@ -24,11 +24,21 @@ TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/tes
 	tests/test_snapshot tests/test_quant
 BENCHBIN = bench/membw
 
+# Fuzz targets: each is a libFuzzer program under make fuzz, and a replay
+# program that make check runs over the regression corpus.
+FUZZOBJ = tests/fuzz/fuzz_gguf.o tests/fuzz/fuzz_snapshot.o tests/fuzz/fuzz_tokstream.o \
+	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o
+FUZZLIBOBJ = tests/fuzz/replay.o tests/fuzz/fuzz_common.o
+REPLAYBIN = tests/fuzz/replay-gguf tests/fuzz/replay-snapshot tests/fuzz/replay-tokstream \
+	tests/fuzz/replay-tok tests/fuzz/replay-kvsel
+FUZZ_SECONDS = 60
+
 all: $(LIB) $(BIN)
 
 $(LIBOBJ): $(LIBHDR) config.mk
 $(BIN:=.o): $(LIBHDR) config.mk
 $(TESTLIBOBJ) $(TESTBIN:=.o): $(LIBHDR) tests/ggufw.h tests/fixture.h tests/check.h config.mk
+$(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tests/fixture.h tests/fuzz/fuzz.h config.mk
 
 .c.o:
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
@@ -62,11 +72,25 @@ tests/test_tok: tests/test_tok.o
 tests/test_snapshot: tests/test_snapshot.o
 tests/test_quant: tests/test_quant.o
 
+FUZZLINK = $(FUZZLIBOBJ) $(TESTLIBOBJ) $(LIB)
+tests/fuzz/replay-gguf: tests/fuzz/fuzz_gguf.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_gguf.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-snapshot: tests/fuzz/fuzz_snapshot.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_snapshot.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-tokstream: tests/fuzz/fuzz_tokstream.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_tokstream.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-tok: tests/fuzz/fuzz_tok.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_tok.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-kvsel: tests/fuzz/fuzz_kvsel.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_kvsel.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
+
 # The probe is built to read as fast as the machine can.
 bench/membw: bench/membw.c
 	$(CC) $(CPPFLAGS) -O3 -march=native -o $@ bench/membw.c $(LDLIBS)
 
-check: all $(TESTBIN)
+check: all $(TESTBIN) $(REPLAYBIN) tests/fuzz/mkseeds
 	sh tests/run.sh
 
 # The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer.
@@ -78,6 +102,10 @@ check-asan:
 	$(MAKE) clean
 	$(MAKE) CC=gcc CFLAGS='$(SAN_CFLAGS)' LDFLAGS='-fsanitize=address,undefined' check; \
 	status=$$?; $(MAKE) clean; exit $$status
+
+# libFuzzer on every target for FUZZ_SECONDS each (clang; see tests/fuzz/run.sh).
+fuzz: tests/fuzz/mkseeds
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
 
 bench: all tests/mkmodel $(BENCHBIN)
 	sh bench/bench.sh
@@ -98,7 +126,8 @@ uninstall:
 
 clean:
 	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TESTBIN) $(TESTBIN:=.o) \
-		$(TESTLIBOBJ) $(BENCHBIN) $(BENCHBIN:=.o)
-	rm -rf tests/tmp bench/tmp
+		$(TESTLIBOBJ) $(BENCHBIN) $(BENCHBIN:=.o) \
+		$(FUZZOBJ) $(FUZZLIBOBJ) $(REPLAYBIN) tests/fuzz/mkseeds tests/fuzz/mkseeds.o
+	rm -rf tests/tmp bench/tmp tests/fuzz/build
 
-.PHONY: all check check-asan bench demo install uninstall clean
+.PHONY: all check check-asan fuzz bench demo install uninstall clean

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "../lib/gguf.h"
+#include "../lib/tok.h"
+#include "../lib/unicode.h"
 #include "../lib/util.h"
 #include "fixture.h"
 #include "ggufw.h"
@@ -179,6 +181,89 @@ fixture_write(const struct fixture *f, const char *path)
 		tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
 #undef N
 	}
+	r = ggufw_write(w, path, 3, 32);
+	ggufw_free(w);
+	return r;
+}
+
+/*
+ * A byte-level BPE vocabulary: the 256 byte stand-ins (GPT-2's mapping), a
+ * few merges toward "hello world", and one control token.
+ */
+int
+fixture_bpe_vocab(const char *path, const char *pre)
+{
+	static const char *extra[] = { "he", "ll", "hell", "hello", "\xc4\xa0w", "or",
+	    "\xc4\xa0wor", "ld", "\xc4\xa0world", "el", "<|endoftext|>" };
+	static const char *merges[] = { "h e", "l l", "he ll", "hell o", "\xc4\xa0 w", "o r",
+	    "\xc4\xa0w or", "l d", "\xc4\xa0wor ld", "e l" };
+	const char *tokens[256 + 11];
+	char store[256][4];
+	int32_t types[256 + 11];
+	uint32_t next = 256;
+	struct ggufw *w = ggufw_new();
+	int b, i, r;
+
+	for (b = 0; b < 256; b++) {
+		uint32_t cp = ((b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae) ? (uint32_t)b : next++;
+		int n = utf8_encode(cp, store[b]);
+		store[b][n] = '\0';
+		tokens[b] = store[b];
+		types[b] = TT_NORMAL;
+	}
+	for (i = 0; i < 11; i++) {
+		tokens[256 + i] = extra[i];
+		types[256 + i] = i == 10 ? TT_CONTROL : TT_NORMAL;
+	}
+	ggufw_str(w, "general.architecture", "llama");
+	ggufw_str(w, "tokenizer.ggml.model", "gpt2");
+	ggufw_str(w, "tokenizer.ggml.pre", pre);
+	ggufw_str_arr(w, "tokenizer.ggml.tokens", tokens, 267);
+	ggufw_i32_arr(w, "tokenizer.ggml.token_type", types, 267);
+	ggufw_str_arr(w, "tokenizer.ggml.merges", merges, 10);
+	ggufw_u32(w, "tokenizer.ggml.eos_token_id", 266);
+	r = ggufw_write(w, path, 3, 32);
+	ggufw_free(w);
+	return r;
+}
+
+/* A SentencePiece vocabulary: specials, 256 byte tokens, a few pieces with scores. */
+int
+fixture_spm_vocab(const char *path)
+{
+	static const struct { const char *s; float score; } pieces[] = {
+		{ "\xe2\x96\x81", -1 }, { "h", -1 }, { "e", -1 }, { "l", -1 }, { "o", -1 },
+		{ "\xe2\x96\x81h", -2 }, { "ll", -3 }, { "\xe2\x96\x81he", -4 }, { "llo", -5 },
+		{ "\xe2\x96\x81hello", -6 }, { "\xe2\x96\x81\xe2\x96\x81", -7 },
+	};
+	enum { N = 3 + 256 + 11 };
+	const char *tokens[N];
+	char store[256][8];
+	float scores[N] = { 0 };
+	int32_t types[N];
+	struct ggufw *w = ggufw_new();
+	int i, r;
+
+	tokens[0] = "<unk>", types[0] = TT_UNKNOWN;
+	tokens[1] = "<s>", types[1] = TT_CONTROL;
+	tokens[2] = "</s>", types[2] = TT_CONTROL;
+	for (i = 0; i < 256; i++) {
+		snprintf(store[i], sizeof store[i], "<0x%02X>", i);
+		tokens[3 + i] = store[i];
+		types[3 + i] = TT_BYTE;
+	}
+	for (i = 0; i < 11; i++) {
+		tokens[259 + i] = pieces[i].s;
+		scores[259 + i] = pieces[i].score;
+		types[259 + i] = TT_NORMAL;
+	}
+	ggufw_str(w, "general.architecture", "llama");
+	ggufw_str(w, "tokenizer.ggml.model", "llama");
+	ggufw_str_arr(w, "tokenizer.ggml.tokens", tokens, N);
+	ggufw_f32_arr(w, "tokenizer.ggml.scores", scores, N);
+	ggufw_i32_arr(w, "tokenizer.ggml.token_type", types, N);
+	ggufw_u32(w, "tokenizer.ggml.bos_token_id", 1);
+	ggufw_u32(w, "tokenizer.ggml.eos_token_id", 2);
 	r = ggufw_write(w, path, 3, 32);
 	ggufw_free(w);
 	return r;

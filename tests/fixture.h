@@ -25,4 +25,8 @@ void fixture_smollm2_135m(struct fixture *f, uint32_t type);
 /* Write the model; 0 or -1 (errno). */
 int fixture_write(const struct fixture *f, const char *path);
 
+/* Vocabulary-only files for the tokenizer tests; 0 or -1 (errno). */
+int fixture_bpe_vocab(const char *path, const char *pre);
+int fixture_spm_vocab(const char *path);
+
 #endif

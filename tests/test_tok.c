@@ -15,6 +15,7 @@
 #include "../lib/unicode.h"
 #include "../lib/util.h"
 #include "check.h"
+#include "fixture.h"
 #include "ggufw.h"
 
 static char tmpdir[256], shared[256];
@@ -276,82 +277,8 @@ regex_matcher_basics(void)
 }
 
 /* A byte-level BPE vocabulary: the 256 byte stand-ins, a few merges, one control token. */
-static void
-write_bpe_vocab(const char *path, const char *pre)
-{
-	static const char *extra[] = { "he", "ll", "hell", "hello", "\xc4\xa0w", "or",
-	    "\xc4\xa0wor", "ld", "\xc4\xa0world", "el", "<|endoftext|>" };
-	static const char *merges[] = { "h e", "l l", "he ll", "hell o", "\xc4\xa0 w", "o r",
-	    "\xc4\xa0w or", "l d", "\xc4\xa0wor ld", "e l" };
-	const char *tokens[256 + 11];
-	char store[256][4];
-	int32_t types[256 + 11];
-	uint32_t next = 256;
-	struct ggufw *w = ggufw_new();
-	int b, i;
-
-	for (b = 0; b < 256; b++) {
-		uint32_t cp = ((b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae) ? (uint32_t)b : next++;
-		int n = utf8_encode(cp, store[b]);
-		store[b][n] = '\0';
-		tokens[b] = store[b];
-		types[b] = TT_NORMAL;
-	}
-	for (i = 0; i < 11; i++) {
-		tokens[256 + i] = extra[i];
-		types[256 + i] = i == 10 ? TT_CONTROL : TT_NORMAL;
-	}
-	ggufw_str(w, "general.architecture", "llama");
-	ggufw_str(w, "tokenizer.ggml.model", "gpt2");
-	ggufw_str(w, "tokenizer.ggml.pre", pre);
-	ggufw_str_arr(w, "tokenizer.ggml.tokens", tokens, 267);
-	ggufw_i32_arr(w, "tokenizer.ggml.token_type", types, 267);
-	ggufw_str_arr(w, "tokenizer.ggml.merges", merges, 10);
-	ggufw_u32(w, "tokenizer.ggml.eos_token_id", 266);
-	CHECK(ggufw_write(w, path, 3, 32) == 0, "write %s", path);
-	ggufw_free(w);
-}
 
 /* A SentencePiece vocabulary: specials, byte fallback, and scored pieces. */
-static void
-write_spm_vocab(const char *path)
-{
-	static const struct { const char *s; float score; } pieces[] = {
-		{ "\xe2\x96\x81", -1 }, { "h", -1 }, { "e", -1 }, { "l", -1 }, { "o", -1 },
-		{ "\xe2\x96\x81h", -2 }, { "ll", -3 }, { "\xe2\x96\x81he", -4 }, { "llo", -5 },
-		{ "\xe2\x96\x81hello", -6 }, { "\xe2\x96\x81\xe2\x96\x81", -7 },
-	};
-	enum { N = 3 + 256 + 11 };
-	const char *tokens[N];
-	char store[256][8];
-	float scores[N] = { 0 };
-	int32_t types[N];
-	struct ggufw *w = ggufw_new();
-	int i;
-
-	tokens[0] = "<unk>", types[0] = TT_UNKNOWN;
-	tokens[1] = "<s>", types[1] = TT_CONTROL;
-	tokens[2] = "</s>", types[2] = TT_CONTROL;
-	for (i = 0; i < 256; i++) {
-		snprintf(store[i], sizeof store[i], "<0x%02X>", i);
-		tokens[3 + i] = store[i];
-		types[3 + i] = TT_BYTE;
-	}
-	for (i = 0; i < 11; i++) {
-		tokens[259 + i] = pieces[i].s;
-		scores[259 + i] = pieces[i].score;
-		types[259 + i] = TT_NORMAL;
-	}
-	ggufw_str(w, "general.architecture", "llama");
-	ggufw_str(w, "tokenizer.ggml.model", "llama");
-	ggufw_str_arr(w, "tokenizer.ggml.tokens", tokens, N);
-	ggufw_f32_arr(w, "tokenizer.ggml.scores", scores, N);
-	ggufw_i32_arr(w, "tokenizer.ggml.token_type", types, N);
-	ggufw_u32(w, "tokenizer.ggml.bos_token_id", 1);
-	ggufw_u32(w, "tokenizer.ggml.eos_token_id", 2);
-	CHECK(ggufw_write(w, path, 3, 32) == 0, "write %s", path);
-	ggufw_free(w);
-}
 
 static int
 load_vocab(const char *path, struct gguf *g, struct tok *t)
@@ -410,7 +337,7 @@ byte_level_bpe_merges_by_rank(void)
 	const int eot_special[] = { 259, 266 };
 
 	snprintf(path, sizeof path, "%s/bpe.gguf", tmpdir);
-	write_bpe_vocab(path, "gpt-2");
+	CHECK(fixture_bpe_vocab(path, "gpt-2") == 0, "write %s", path);
 	if (load_vocab(path, &g, &t) < 0)
 		return;
 	CHECK(t.model == TOK_BPE && !t.add_bos, "model %d add_bos %d", t.model, t.add_bos);
@@ -437,7 +364,7 @@ every_pre_tokenizer_encodes_with_a_small_vocabulary(void)
 		struct tok t;
 
 		snprintf(path, sizeof path, "%s/bpe-%s.gguf", tmpdir, names[i]);
-		write_bpe_vocab(path, names[i]);
+		CHECK(fixture_bpe_vocab(path, names[i]) == 0, "write %s", path);
 		if (load_vocab(path, &g, &t) < 0)
 			continue;
 		CHECK(strcmp(t.pre_name, names[i]) == 0 && !t.warning[0], "%s: %s", names[i], t.warning);
@@ -456,7 +383,7 @@ unknown_pre_tokenizer_warns_and_uses_gpt2(void)
 	struct tok t;
 
 	snprintf(path, sizeof path, "%s/bpe-unknown.gguf", tmpdir);
-	write_bpe_vocab(path, "martian");
+	CHECK(fixture_bpe_vocab(path, "martian") == 0, "write %s", path);
 	if (load_vocab(path, &g, &t) < 0)
 		return;
 	CHECK(strstr(t.warning, "martian") != NULL, "warning '%s'", t.warning);
@@ -476,7 +403,7 @@ sentencepiece_merges_by_score_with_byte_fallback(void)
 	const int special[] = { 1, 268, 2 }, plain_s[] = { 259, 3 + '<', 3 + 's', 3 + '>' };
 
 	snprintf(path, sizeof path, "%s/spm.gguf", tmpdir);
-	write_spm_vocab(path);
+	CHECK(fixture_spm_vocab(path) == 0, "write %s", path);
 	if (load_vocab(path, &g, &t) < 0)
 		return;
 	CHECK(t.model == TOK_SPM && t.add_bos && t.add_space_prefix, "defaults");
@@ -542,9 +469,9 @@ random_text_round_trips(void)
 		else
 			snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, v == 3 ? "bpe" : "spm");
 		if (v == 3)
-			write_bpe_vocab(path, "llama3");
+			CHECK(fixture_bpe_vocab(path, "llama3") == 0, "write %s", path);
 		if (v == 4)
-			write_spm_vocab(path);
+			CHECK(fixture_spm_vocab(path) == 0, "write %s", path);
 		if (gguf_open(&g, path) < 0)
 			continue;	/* ../shared absent: our own vocabularies still run */
 		current_vocab = path;
@@ -583,7 +510,7 @@ decoder_holds_back_split_characters(void)
 	struct buf out = { 0 };
 
 	snprintf(path, sizeof path, "%s/spm.gguf", tmpdir);
-	write_spm_vocab(path);
+	CHECK(fixture_spm_vocab(path) == 0, "write %s", path);
 	if (load_vocab(path, &g, &t) < 0)
 		return;
 	tok_decoder_init(&d, &t, 0);
@@ -649,9 +576,9 @@ one_tokenizer_encodes_in_many_threads(void)
 
 		snprintf(path, sizeof path, "%s/%s.gguf", tmpdir, v ? "spm" : "bpe-deepseek-llm");
 		if (v)
-			write_spm_vocab(path);
+			CHECK(fixture_spm_vocab(path) == 0, "write %s", path);
 		else
-			write_bpe_vocab(path, "deepseek-llm");
+			CHECK(fixture_bpe_vocab(path, "deepseek-llm") == 0, "write %s", path);
 		if (load_vocab(path, &g, &t) < 0)
 			continue;
 		for (i = 0; i < SHARED_TEXTS; i++) {

@@ -1,0 +1,116 @@
+/*
+ * fuzz_kvsel: llm-kvdump's selection.  The input is its option strings,
+ * --layer, --head and --pos, one per line, after a byte that picks a
+ * snapshot shape and K, V or both.  A selection that snapshot_slice_check
+ * accepts is then read whole: nothing it names may lie outside the file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../lib/kv.h"
+#include "../../lib/snapshot.h"
+#include "../../lib/util.h"
+#include "fuzz.h"
+
+static const struct { int layers, heads, head_dim, n_pos; } shape[] = {
+	{ 1, 1, 2, 0 }, { 3, 2, 16, 10 }, { 2, 5, 8, 70 }, { 4, 1, 64, 1 },
+};
+enum { NSHAPE = sizeof shape / sizeof shape[0] };
+static struct snapshot snap[NSHAPE];
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char path[256];
+	int i, l, p, d, ids[128];
+
+	(void)argc, (void)argv;
+	for (i = 0; i < NSHAPE; i++) {
+		struct snap_meta meta = { .n_layers = (uint32_t)shape[i].layers,
+			.n_kv_heads = (uint32_t)shape[i].heads, .head_dim = (uint32_t)shape[i].head_dim,
+			.kv_dim = (uint32_t)(shape[i].heads * shape[i].head_dim), .max_ctx = 128,
+			.rope_dim = (uint32_t)shape[i].head_dim, .rope_base = 10000 };
+		struct kv kv;
+
+		kv_init(&kv, shape[i].layers, (int)meta.kv_dim, 128, 0);
+		for (p = 0; p < shape[i].n_pos; p++) {
+			ids[p] = p;
+			for (l = 0; l < shape[i].layers; l++)
+				for (d = 0; d < (int)meta.kv_dim; d++) {
+					kv_k_write(&kv, l, p)[d] = (float)(l * 1000 + p + d);
+					kv_v_write(&kv, l, p)[d] = -(float)(l * 1000 + p + d);
+				}
+		}
+		kv_set_seq_len(&kv, shape[i].n_pos);
+		snprintf(path, sizeof path, "%s/shape-%d.kv", fuzz_dir(), i);
+		if (snapshot_write(path, &meta, &kv, ids, shape[i].n_pos) < 0 ||
+		    snapshot_open(&snap[i], path) < 0) {
+			fprintf(stderr, "fuzz_kvsel: %s: %s\n", path, llm_err());
+			abort();
+		}
+		unlink(path);
+		kv_free(&kv);
+	}
+	return 0;
+}
+
+/* The next line of the input, as a C string in buf. */
+static const char *
+line(const uint8_t **p, const uint8_t *end, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (*p < end && **p != '\n') {
+		if (n + 1 < cap)
+			buf[n++] = (char)**p;
+		(*p)++;
+	}
+	if (*p < end)
+		(*p)++;
+	buf[n] = '\0';
+	return buf;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct snap_slice sl = { .which = -1, .layer = -1, .head = -1 };
+	const uint8_t *p = data + 1, *end = data + size;
+	const struct snapshot *s;
+	char layer[64], head[64], pos[64];
+	volatile float sum = 0;
+	long a, b;
+	uint32_t l, q, d;
+	int w;
+
+	if (size < 1)
+		return 0;
+	s = &snap[data[0] % NSHAPE];
+	sl.which = (int)(data[0] / NSHAPE % 3) - 1;
+	line(&p, end, layer, sizeof layer);
+	line(&p, end, head, sizeof head);
+	line(&p, end, pos, sizeof pos);
+	if (layer[0] && snapshot_parse_range(layer, &a, &b) == 0)
+		sl.layer = a;
+	if (head[0] && snapshot_parse_range(head, &a, &b) == 0)
+		sl.head = a;
+	if (pos[0] && snapshot_parse_range(pos, &sl.pos_a, &sl.pos_b) == 0)
+		sl.have_pos = 1;
+	if (snapshot_slice_check(s, &sl) < 0)
+		return 0;
+	for (l = sl.l0; l < sl.l1; l++)
+		for (w = 0; w < 2; w++) {
+			const float *x;
+			if (sl.which >= 0 && w != sl.which)
+				continue;
+			if (snapshot_verify_block(s, l, w) < 0)
+				abort();	/* the file is whole */
+			x = snapshot_block(s, l, w);
+			for (q = sl.p0; q < sl.p1; q++)
+				for (d = sl.d0; d < sl.d1; d++)
+					sum += x[(uint64_t)q * s->meta.kv_dim + d];
+		}
+	return 0;
+}

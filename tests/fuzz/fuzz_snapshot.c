@@ -1,0 +1,74 @@
+/*
+ * fuzz_snapshot: an llm-kv(5) file from someone else's machine.  Open,
+ * verify every block, load and resume it into a cache: a damaged file
+ * is refused, and nothing is read outside the map.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/kv.h"
+#include "../../lib/snapshot.h"
+#include "../../lib/util.h"
+#include "fuzz.h"
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc, (void)argv;
+	return 0;
+}
+
+/* Read what llm-kvdump --head H would print of layer L, and sum it. */
+static float
+read_slice(const struct snapshot *s, long layer, long head)
+{
+	struct snap_slice sl = { .which = -1, .layer = layer, .head = head };
+	float sum = 0;
+	uint32_t l, p, d;
+	int w;
+
+	if (snapshot_slice_check(s, &sl) < 0)
+		return 0;
+	for (l = sl.l0; l < sl.l1; l++)
+		for (w = 0; w < 2; w++)
+			for (p = sl.p0; p < sl.p1; p++)
+				for (d = sl.d0; d < sl.d1; d++)
+					sum += snapshot_block(s, l, w)[(uint64_t)p * s->meta.kv_dim + d];
+	return sum;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct snapshot s;
+	struct kv kv;
+	volatile float sum = 0;
+	int *ids;
+	uint32_t l, p;
+
+	if (snapshot_open(&s, fuzz_file(data, size)) < 0)
+		return 0;
+	for (l = 0; l < s.meta.n_layers; l++) {
+		snapshot_verify_block(&s, l, 0);
+		snapshot_verify_block(&s, l, 1);
+	}
+	/* As llm-kvstat and llm-kvdump read it: every value, then single heads. */
+	sum += read_slice(&s, -1, -1);
+	sum += read_slice(&s, 0, 0);
+	sum += read_slice(&s, (long)s.meta.n_layers - 1, (long)s.meta.n_kv_heads - 1);
+	/* Resume with the stored tokens, the last one changed: a partial prefix. */
+	ids = xmalloc(((size_t)s.n_pos + 1) * sizeof *ids);
+	for (p = 0; p < s.n_pos; p++)
+		ids[p] = (int)(snapshot_token(&s, p) & 0x7fffffff);
+	ids[s.n_pos] = 7;
+	if (s.n_pos)
+		ids[s.n_pos - 1] ^= 1;
+	if (kv_init(&kv, (int)s.meta.n_layers, (int)s.meta.kv_dim, (int)s.meta.max_ctx, 0) == 0) {
+		snapshot_resume(&s, &kv, ids, (int)s.n_pos + 1);
+		snapshot_load(&s, &kv, s.n_pos);
+		kv_free(&kv);
+	}
+	free(ids);
+	snapshot_close(&s);
+	return 0;
+}

@@ -1,0 +1,145 @@
+/*
+ * mkseeds: the seed corpora of the fuzz targets, written with the
+ * project's own writers: small models of every weight type, snapshots,
+ * token streams, texts and kvdump selections.
+ * Usage: mkseeds DIR (makes DIR/gguf, DIR/snapshot, ...).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../../lib/gguf.h"
+#include "../../lib/kv.h"
+#include "../../lib/snapshot.h"
+#include "../../lib/util.h"
+#include "../fixture.h"
+
+static const char *dir;
+
+static void
+subdir(const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (mkdir(path, 0777) < 0 && errno != EEXIST)
+		die(1, "%s:", path);
+}
+
+static void
+seed(const char *target, const char *name, const void *p, size_t n)
+{
+	char path[4096];
+	FILE *fp;
+
+	snprintf(path, sizeof path, "%s/%s/%s", dir, target, name);
+	if (!(fp = fopen(path, "wb")) || fwrite(p, 1, n, fp) != n || fclose(fp) != 0)
+		die(1, "%s:", path);
+}
+
+static void
+models(void)
+{
+	static const uint32_t types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
+		GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K };
+	char path[4096];
+	struct fixture f;
+	size_t i;
+
+	for (i = 0; i < sizeof types / sizeof types[0]; i++) {
+		fixture_tiny(&f, types[i]);
+		/* small, so that mutations often land in the header */
+		f.n_layers = 1, f.vocab = 32, f.ctx = 64;
+		if (gguf_type_info(types[i])->block != 256)
+			f.dim = 32, f.n_heads = 2, f.n_kv_heads = 1, f.ffn_dim = 32;
+		else
+			f.ffn_dim = 256, f.n_heads = 4, f.n_kv_heads = 2;
+		f.tied = i % 2;
+		f.minimal_keys = i == 3;
+		snprintf(path, sizeof path, "%s/gguf/%s.gguf", dir, gguf_type_name(types[i]));
+		if (fixture_write(&f, path) < 0)
+			die(1, "%s:", path);
+	}
+	snprintf(path, sizeof path, "%s/gguf/spm-vocab.gguf", dir);
+	if (fixture_spm_vocab(path) < 0)
+		die(1, "%s:", path);
+	snprintf(path, sizeof path, "%s/gguf/bpe-vocab.gguf", dir);
+	if (fixture_bpe_vocab(path, "llama3") < 0)
+		die(1, "%s:", path);
+}
+
+static void
+snapshots(void)
+{
+	static const int n_pos[] = { 0, 3, 65 };
+	struct snap_meta meta = { .n_layers = 2, .n_kv_heads = 2, .head_dim = 4, .kv_dim = 8,
+		.max_ctx = 128, .rope_dim = 4, .rope_base = 10000 };
+	char path[4096];
+	int ids[128];
+	size_t i;
+
+	for (i = 0; i < sizeof n_pos / sizeof n_pos[0]; i++) {
+		struct kv kv;
+		kv_init(&kv, 2, 8, 128, 0);
+		for (int p = 0; p < n_pos[i]; p++) {
+			ids[p] = p * 3;
+			for (int l = 0; l < 2; l++)
+				for (int d = 0; d < 8; d++) {
+					kv_k_write(&kv, l, p)[d] = (float)(p - d) / 7;
+					kv_v_write(&kv, l, p)[d] = (float)(l + d) / 3;
+				}
+		}
+		kv_set_seq_len(&kv, n_pos[i]);
+		snprintf(path, sizeof path, "%s/snapshot/%d.kv", dir, n_pos[i]);
+		if (snapshot_write(path, &meta, &kv, ids, n_pos[i]) < 0)
+			die(1, "%s: %s", path, llm_err());
+		kv_free(&kv);
+	}
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const char *streams[] = { "\0011 2 3\n", "\377 12\t4\n\n5 ", "\001abc 1",
+		"\002-1", "\00399999999999999999999", "\001", "\004 0 0 0 319 320" };
+	static const char *texts[] = { "Hello, world!\n", "  indented\ttabs  \r\n",
+		"caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 2024", "<s>x</s><|endoftext|>",
+		"a\xff\xfe\xc0 b", "I'VE 12345 !!\n\n", "\xe2\x96\x81hello" };
+	static const char *selections[] = { "\n\n\n", "0\n0\n0", "1\n1\n2-9", "2\n\n0-69",
+		"\n4\n", "0\n\n1-0", "5\n\n", "\n\n99999999999" };
+	char buf[256], name[32];
+	size_t i;
+	int v;
+
+	argv0 = "mkseeds";
+	if (argc != 2)
+		die(2, "usage: mkseeds DIR");
+	dir = argv[1];
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+		die(1, "%s:", dir);
+	subdir("gguf"), subdir("snapshot"), subdir("tokstream"), subdir("tok"), subdir("kvsel");
+	models();
+	snapshots();
+	for (i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+		snprintf(name, sizeof name, "%zu", i);
+		seed("tokstream", name, streams[i], strlen(streams[i]) + (i == 5));
+	}
+	for (v = 0; v < 14; v++)
+		for (i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+			buf[0] = (char)v;
+			buf[1] = (char)(i % 2);
+			memcpy(buf + 2, texts[i], strlen(texts[i]));
+			snprintf(name, sizeof name, "%d-%zu", v, i);
+			seed("tok", name, buf, strlen(texts[i]) + 2);
+		}
+	for (v = 0; v < 12; v++)
+		for (i = 0; i < sizeof selections / sizeof selections[0]; i++) {
+			buf[0] = (char)v;
+			memcpy(buf + 1, selections[i], strlen(selections[i]));
+			snprintf(name, sizeof name, "%d-%zu", v, i);
+			seed("kvsel", name, buf, strlen(selections[i]) + 1);
+		}
+	return 0;
+}

@@ -1,0 +1,67 @@
+#!/bin/sh
+# make fuzz: build each fuzz target with clang's libFuzzer, ASan and UBSan,
+# and run it for $FUZZ_SECONDS (default 60).  Everything is built in
+# tests/fuzz/build, apart from the plain build.  UBSan is left off the two
+# SIMD kernel files: clang takes many minutes on them with it.
+#
+# Corpora: the seeds tests/fuzz/mkseeds writes, the committed regression
+# corpus tests/fuzz/regress/TARGET (read only), and tests/fuzz/build/corpus
+# (what the fuzzer finds; kept between runs, never committed).  An input
+# that crashes is left as tests/fuzz/build/crash-TARGET-*: fix the bug, then
+# copy the input into tests/fuzz/regress/TARGET, which make check replays.
+#
+# Usage: sh tests/fuzz/run.sh [TARGET...]    (from the project root)
+set -u
+: "${FUZZ_SECONDS:=60}"
+: "${CLANG:=clang}"
+targets=${*:-gguf snapshot tokstream tok kvsel}
+B=tests/fuzz/build
+SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
+CF="-std=c11 -O1 -g -D_DEFAULT_SOURCE -fno-omit-frame-pointer"
+AVX2="-mavx2 -mfma -mf16c"
+AVX512="-mavx512f -mavx512bw -mavx512vl -mfma -mf16c"
+
+command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
+mkdir -p "$B/obj" "$B/corpus"
+[ -x tests/fuzz/mkseeds ] || { echo "fuzz: run make first (tests/fuzz/mkseeds)" >&2; exit 1; }
+tests/fuzz/mkseeds "$B/seeds" || exit 1
+
+echo "fuzz: building with $CLANG"
+objs=""
+for src in lib/*.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
+	o="$B/obj/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"
+	case "$src" in
+	lib/quant_avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
+	lib/quant_avx512.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512" ;;
+	*) flags="$CF $SAN" ;;
+	esac
+	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib tests -name '*.h' -newer "$o")" ]; then
+		echo "$CLANG $flags -c -o $o $src"
+	fi
+	objs="$objs $o"
+done | xargs -P 2 -I{} sh -c '{}' || exit 1
+objs=$(ls "$B"/obj/*.o)
+
+status=0
+for t in $targets; do
+	$CLANG $CF -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-o "$B/fuzz-$t" "tests/fuzz/fuzz_$t.c" $objs -lpthread -lm || exit 1
+	mkdir -p "$B/corpus/$t"
+	regress=""
+	[ -d "tests/fuzz/regress/$t" ] && regress="tests/fuzz/regress/$t"
+	echo "fuzz: $t for $FUZZ_SECONDS s"
+	"$B/fuzz-$t" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix="$B/crash-$t-" \
+		"$B/corpus/$t" "$B/seeds/$t" $regress >"$B/$t.log" 2>&1
+	rc=$?
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$B/$t.log")
+	cov=$(grep -o 'cov: [0-9]*' "$B/$t.log" | tail -n 1)
+	if [ $rc -eq 0 ]; then
+		echo "fuzz: $t: ok, ${execs:-?} executions, $cov"
+	else
+		echo "fuzz: $t: FAILED (status $rc) after ${execs:-?} executions; see $B/$t.log"
+		grep -E 'ERROR|SUMMARY|Test unit written' "$B/$t.log" | head -n 5
+		status=1
+	fi
+done
+exit $status
