@@ -99,11 +99,11 @@ print_stats(const struct run *r)
 
 	if (r->stats)
 		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, "
-		    "ttft %.1f ms, %d tokens reused from a snapshot\n%s: kv %zu bytes (%d of %d positions allocated), "
-		    "peak rss %zu bytes, %d threads, seed %llu\n",
+		    "ttft %.1f ms, %d tokens reused from a snapshot\n%s: kv %zu bytes (%d of %d positions allocated, "
+		    "%zu resident, %.1f ms growing), peak rss %zu bytes, %d threads, seed %llu\n",
 		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft, r->reused,
-		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx,
-		    peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
+		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx, kv_resident_bytes(&r->kv),
+		    r->kv.grow_seconds * 1e3, peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
 	if (r->stats_json) {
 		json_begin(&j, stderr);
 		json_int(&j, "prompt_tokens", r->n_prompt);
@@ -112,6 +112,8 @@ print_stats(const struct run *r)
 		json_num(&j, "prefill_tok_s", prefill_tps);
 		json_num(&j, "decode_tok_s", decode_tps);
 		json_int(&j, "kv_bytes", (long long)kv_bytes(&r->kv));
+		json_int(&j, "kv_resident_bytes", (long long)kv_resident_bytes(&r->kv));
+		json_num(&j, "kv_grow_ms", r->kv.grow_seconds * 1e3);
 		json_int(&j, "kv_capacity", r->kv.cap);
 		json_int(&j, "max_ctx", r->kv.max_ctx);
 		json_int(&j, "reused_tokens", r->reused);

@@ -29,7 +29,10 @@ struct kv {
 	int max_ctx;
 	int cap;		/* positions allocated per layer */
 	int seq_len;		/* positions filled */
-	float *k, *v;
+	int written;		/* 1 + the highest position a write accessor gave out */
+	float *k, *v;		/* each reserves max_ctx positions of address space */
+	size_t reserved;	/* bytes reserved per store */
+	double grow_seconds;	/* time spent growing, for the run stats */
 };
 
 /* prealloc commits max_ctx densely up front (for comparison runs). */
@@ -61,7 +64,9 @@ int kv_set_seq_len(struct kv *kv, int n);
 /* Forget the contents; the capacity stays. */
 void kv_clear(struct kv *kv);
 
-/* The resident footprint of K and V. */
+/* The footprint of K and V at the current capacity (what a dense cache of cap positions takes). */
 size_t kv_bytes(const struct kv *kv);
+/* The bytes of K and V really resident now: the pages written (mincore). */
+size_t kv_resident_bytes(const struct kv *kv);
 
 #endif

@@ -30,9 +30,12 @@ grow_on_demand_and_prealloc_give_identical_ids() {
 	grep -q '"kv_capacity":512' "$TMP/a.err" || fail "grown capacity: $(cat "$TMP/a.err")"
 	# tiny: 3 layers x 32 kv_dim x 4 bytes x 2 (K, V) per position
 	grep -q '"kv_bytes":393216,' "$TMP/a.err" || fail "grown bytes: $(cat "$TMP/a.err")"
+	# resident: the 320 positions written (3 layers x 128 bytes x 2), in whole pages
+	res=$(sed -n 's/.*"kv_resident_bytes":\([0-9]*\).*/\1/p' "$TMP/a.err")
+	[ "$res" -ge 245760 ] && [ "$res" -le $((245760 + 6 * 4096)) ] || fail "resident $res"
 	grep -q '"kv_bytes":393216,' "$TMP/b.err" || fail "dense bytes: $(cat "$TMP/b.err")"
 	echo 1 | "$D" -m "$m" --greedy -n 3 --ctx 300 --kv-prealloc --stats-json 2>&1 >/dev/null |
-		grep -q '"kv_bytes":230400,"kv_capacity":300' || fail "prealloc of --ctx 300"
+		grep -q '"kv_bytes":230400,.*"kv_capacity":300' || fail "prealloc of --ctx 300"
 }
 
 context_overflow_exits_nonzero_after_emitting_tokens() {
@@ -137,7 +140,7 @@ stats_json_is_one_line_with_the_keys() {
 	echo "1 2 3" | "$D" -m "$(tiny q8_0)" -n 4 --ignore-eos --stats-json >/dev/null 2>"$TMP/err" || fail "exit $?"
 	[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$(cat "$TMP/err")"
 	for k in prompt_tokens generated_tokens ttft_ms prefill_tok_s decode_tok_s \
-	    kv_bytes kv_capacity max_ctx peak_rss_bytes; do
+	    kv_bytes kv_resident_bytes kv_grow_ms kv_capacity max_ctx peak_rss_bytes; do
 		grep -q "\"$k\":[0-9]" "$TMP/err" || fail "no $k: $(cat "$TMP/err")"
 	done
 	grep -q '"prompt_tokens":3,"generated_tokens":4,' "$TMP/err" || fail "$(cat "$TMP/err")"

@@ -1,6 +1,8 @@
 /* test_kv: the KV cache follows the founding design. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../lib/kv.h"
 #include "../lib/util.h"
@@ -98,6 +100,118 @@ growth_copies_rows_verbatim_in_layer_pos_layout(void)
 	kv_free(&kv);
 }
 
+/*
+ * Every shape of move: rows that do not fill whole pages (kv_dim 7 and
+ * 1000 floats), a last step that is not a doubling (2048 to 3000, where
+ * a layer's old and new places overlap), and a cache filled to max_ctx.
+ */
+static void
+growth_is_verbatim_for_odd_shapes(void)
+{
+	static const struct { int layers, dim, max_ctx, fill; } shape[] = {
+		{ 5, 7, 3000, 3000 }, { 4, 1000, 200, 200 }, { 2, 3, 130, 100 }, { 1, 16, 5000, 4097 },
+	};
+	struct kv kv;
+	size_t i;
+	int l, pos, d, bad;
+
+	for (i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+		CHECK(kv_init(&kv, shape[i].layers, shape[i].dim, shape[i].max_ctx, 0) == 0, "%s", llm_err());
+		for (pos = 0; pos < shape[i].fill; pos++)
+			for (l = 0; l < shape[i].layers; l++)
+				for (d = 0; d < shape[i].dim; d++) {
+					kv_k_write(&kv, l, pos)[d] = value(l, pos, d);
+					kv_v_write(&kv, l, pos)[d] = -value(l, pos, d);
+				}
+		for (bad = 0, l = 0; l < shape[i].layers; l++)
+			for (pos = 0; pos < shape[i].fill; pos++)
+				for (d = 0; d < shape[i].dim; d++)
+					bad += kv_k_read(&kv, l, pos)[d] != value(l, pos, d) ||
+					    kv_v_read(&kv, l, pos)[d] != -value(l, pos, d);
+		CHECK(bad == 0, "%d layers x %d, max_ctx %d: %d values moved or changed",
+		    shape[i].layers, shape[i].dim, shape[i].max_ctx, bad);
+		kv_free(&kv);
+	}
+}
+
+/* A number from /proc/self/status, in KiB; -1 if there is none. */
+static long
+status_kib(const char *key)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+
+	while (fp && fgets(line, sizeof line, fp))
+		if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ':')
+			v = atol(line + strlen(key) + 1);
+	if (fp)
+		fclose(fp);
+	return v;
+}
+
+/* Reset the peak resident set (VmHWM) to the current one; 0 or -1. */
+static int
+reset_peak_rss(void)
+{
+	FILE *fp = fopen("/proc/self/clear_refs", "w");
+	int ok = fp && fputs("5", fp) >= 0;
+
+	if (fp && fclose(fp) != 0)
+		ok = 0;
+	return ok ? 0 : -1;
+}
+
+/*
+ * The founding design's promise at every length: growing never holds a
+ * second copy of the cache.  Each growth is watched through the kernel's
+ * peak resident set: it may add a little (one copy chunk, the boundary
+ * pages of each layer), never what the old allocate-and-copy did (the
+ * whole new store next to the old one), and the cache's resident bytes
+ * are the rows written, not its capacity.
+ */
+static void
+growing_holds_no_second_copy(void)
+{
+	enum { L = 8, DIM = 256, MAX = 8192, FILL = 4100 };
+	size_t row = DIM * sizeof(float), page = (size_t)sysconf(_SC_PAGESIZE);
+	long before, peak, allowed;
+	struct kv kv;
+	int pos, l, d, growths = 0;
+
+	if (status_kib("VmHWM") < 0 || reset_peak_rss() < 0)
+		SKIP("/proc/self/status or /proc/self/clear_refs is not available");
+	CHECK(kv_init(&kv, L, DIM, MAX, 0) == 0, "%s", llm_err());
+	for (pos = 0; pos < FILL; pos++) {
+		int grows = pos == kv.cap;
+		if (grows) {
+			reset_peak_rss();
+			before = status_kib("VmRSS");
+		}
+		for (l = 0; l < L; l++) {
+			float *k = kv_k_write(&kv, l, pos), *v = kv_v_write(&kv, l, pos);
+			for (d = 0; d < DIM; d++)
+				k[d] = v[d] = (float)(pos + d);
+		}
+		if (grows) {
+			size_t filled = 2ul * L * pos * row;
+			peak = status_kib("VmHWM");
+			/* the written row, a copy chunk, two boundary pages per layer, some slack */
+			allowed = (long)((2 * L * (row + 3 * page) + (64 << 10) + (1 << 20)) / 1024);
+			CHECK(peak - before <= allowed, "growing from %d positions (%zu KiB filled): "
+			    "peak rss +%ld KiB, allowed %ld", pos, filled >> 10, peak - before, allowed);
+			growths++;
+		}
+	}
+	CHECK(growths == 7, "%d growths", growths);
+	/* resident: the rows written and at most two partial pages per layer */
+	size_t res = kv_resident_bytes(&kv), filled = 2ul * L * FILL * row;
+	CHECK(res >= filled && res <= filled + 2 * 2 * L * page, "resident %zu, filled %zu, capacity %zu",
+	    res, filled, kv_bytes(&kv));
+	CHECK(kv_bytes(&kv) == 2ul * L * 8192 * row, "kv_bytes %zu", kv_bytes(&kv));
+	kv_free(&kv);
+}
+
 static void
 reads_never_grow(void)
 {
@@ -142,6 +256,8 @@ main(void)
 	TEST(max_ctx_100_gives_64_then_100);
 	TEST(small_max_ctx_starts_at_max_ctx);
 	TEST(growth_copies_rows_verbatim_in_layer_pos_layout);
+	TEST(growth_is_verbatim_for_odd_shapes);
+	TEST(growing_holds_no_second_copy);
 	TEST(reads_never_grow);
 	TEST(set_seq_len_grows_ahead_and_clear_keeps_capacity);
 	TEST(prealloc_commits_max_ctx);
