@@ -95,6 +95,56 @@ awk -v r="$(json ttft_ms "$TMP/resume")" -v s="$(json ttft_ms "$TMP/scratch")" -
 	printf ",\"resume\":{\"snapshot_bytes\":%.0f,\"ttft_resumed_ms\":%.2f,\"ttft_recomputed_ms\":%.2f,\"speedup\":%.1f,\"write_mb_s\":%.0f,\"read_mb_s\":%.0f}", size, r, s, s / r, size / 1e6 / w, size / 1e6 / rd >>json
 }'
 
+# Memory against prompt length: the peak resident set of a prompt of N
+# tokens and 16 generated, at max_ctx 8192 (q8_0, the most threads asked
+# for): the cache growing on demand, preallocated densely, and llama.cpp.
+# llama-bench reports no RSS: it runs under /usr/bin/time with -p N -n 16
+# -r 1, so its context is sized to the run (N + 16), with its f16 cache.
+LENGTHS=${BENCH_RSS_LENGTHS:-"16 512 1024 2100 4100 8000"}
+REF=${LLAMA_BENCH:-../shared/ref/llama-bench}
+ref=1
+if [ ! -x "$REF" ]; then
+	echo "memory: $REF not present, so no llama.cpp column"
+	ref=0
+elif [ ! -x /usr/bin/time ]; then
+	echo "memory: /usr/bin/time not present (Debian package time), so no llama.cpp column"
+	ref=0
+fi
+echo
+echo "memory (q8_0, max_ctx 8192, $th threads): peak RSS in MB, a prompt of N tokens and 16 generated"
+printf '%7s %8s %9s %10s %9s %11s %9s %11s\n' tokens grow prealloc llama.cpp grow/ref "kv filled" "grow ms" "prefill s"
+: >"$TMP/chart"
+printf ',"memory":[' >>"$JSON"
+sep=
+for n in $LENGTHS; do
+	prompt "$n" >"$TMP/pn"
+	$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --stats-json <"$TMP/pn" >/dev/null 2>"$TMP/grow" || exit 1
+	$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --kv-prealloc --stats-json <"$TMP/pn" \
+		>/dev/null 2>"$TMP/dense" || exit 1
+	rkb=0
+	if [ $ref -eq 1 ]; then
+		/usr/bin/time -f %M -o "$TMP/reftime" "$REF" -m "$m" -t "$th" -p "$n" -n 16 -r 1 -o csv \
+			>/dev/null 2>&1 && rkb=$(tail -n 1 "$TMP/reftime")
+	fi
+	awk -v n="$n" -v g="$(json peak_rss_bytes "$TMP/grow")" -v d="$(json peak_rss_bytes "$TMP/dense")" \
+	    -v r="$rkb" -v kv="$(json kv_resident_bytes "$TMP/grow")" -v gms="$(json kv_grow_ms "$TMP/grow")" \
+	    -v ttft="$(json ttft_ms "$TMP/grow")" -v sep="$sep" -v json="$JSON" -v chart="$TMP/chart" 'BEGIN {
+		printf "%7d %8.1f %9.1f %10s %9s %11.1f %9.1f %11.1f\n", n, g / 1e6, d / 1e6,
+		    r ? sprintf("%.1f", r * 1024 / 1e6) : "-", r ? sprintf("%.2fx", g / (r * 1024)) : "-",
+		    kv / 1e6, gms, ttft / 1e3
+		printf "%s{\"prompt_tokens\":%d,\"grow_peak_rss_bytes\":%.0f,\"prealloc_peak_rss_bytes\":%.0f,\"llama_cpp_peak_rss_bytes\":%.0f,\"kv_resident_bytes\":%.0f,\"kv_grow_ms\":%.2f,\"prefill_ms\":%.1f}",
+		    sep, n, g, d, r * 1024, kv, gms, ttft >>json
+		printf "grow on demand\t%d\t%.1f\n--kv-prealloc\t%d\t%.1f\n", n, g / 1e6, n, d / 1e6 >>chart
+		if (r) printf "llama.cpp (ctx N+16, f16)\t%d\t%.1f\n", n, r * 1024 / 1e6 >>chart
+	}'
+	sep=,
+done
+printf ']' >>"$JSON"
+sort -s -t "$(printf '\t')" -k1,1 "$TMP/chart" | awk -f bench/chart.awk \
+    -v title="Peak RSS against prompt length: SmolLM2-135M-shaped Q8_0, max_ctx 8192" \
+    -v xlabel="prompt tokens (then 16 generated)" -v ylabel="peak RSS (MB)" >bench/memory.svg
+echo "kv filled: the cache's resident bytes at the end; grow ms: time spent growing it; chart: bench/memory.svg"
+
 # Tokenizer throughput on 1 MB of mixed English and code (this project's
 # sources and pages), for the vocabularies ../shared provides.
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
