@@ -153,6 +153,78 @@ quant_scratch(size_t n)
 	return s->buf;
 }
 
+/*
+ * The quantizers of the cache types, ggml's reference rules: q8_0 takes
+ * d = max|x| / 127 and q = round(x / d); q4_0 takes d = m / -8, m the
+ * value of largest magnitude, and q = x / d + 8 rounded, within 0..15.
+ */
+void
+quant_quantize_q8_0(const float *x, struct block_q8_0 *out, size_t nblocks)
+{
+	size_t i, j;
+
+	for (i = 0; i < nblocks; i++) {
+		const float *xb = x + i * QK8_0;
+		float amax = 0, d, id;
+
+		for (j = 0; j < QK8_0; j++)
+			if (fabsf(xb[j]) > amax)
+				amax = fabsf(xb[j]);
+		d = amax / 127;
+		id = d ? 1 / d : 0;
+		out[i].d = f32_to_f16(d);
+		for (j = 0; j < QK8_0; j++)
+			out[i].qs[j] = (int8_t)roundf(xb[j] * id);
+	}
+}
+
+void
+quant_quantize_q4_0(const float *x, struct block_q4_0 *out, size_t nblocks)
+{
+	size_t i, j;
+
+	for (i = 0; i < nblocks; i++) {
+		const float *xb = x + i * QK4_0;
+		float m = 0, d, id;
+		int q[QK4_0];
+
+		for (j = 0; j < QK4_0; j++)
+			if (fabsf(xb[j]) > fabsf(m))
+				m = xb[j];
+		d = m / -8;
+		id = d ? 1 / d : 0;
+		for (j = 0; j < QK4_0; j++) {
+			int v = (int)(xb[j] * id + 8.5f);
+			q[j] = v < 0 ? 0 : v > 15 ? 15 : v;
+		}
+		out[i].d = f32_to_f16(d);
+		for (j = 0; j < QK4_0 / 2; j++)
+			out[i].qs[j] = (uint8_t)(q[j] | q[j + QK4_0 / 2] << 4);
+	}
+}
+
+void
+quant_hadamard(float *x, size_t n, int r)
+{
+	float scale = 1 / sqrtf((float)r);
+	size_t b;
+	int h, i, j;
+
+	for (b = 0; b + (size_t)r <= n; b += (size_t)r) {
+		float *y = x + b;
+		/* the fast Walsh-Hadamard butterflies, then the 1/sqrt(r) that makes it orthonormal */
+		for (h = 1; h < r; h *= 2)
+			for (i = 0; i < r; i += 2 * h)
+				for (j = i; j < i + h; j++) {
+					float a = y[j], c = y[j + h];
+					y[j] = a + c;
+					y[j + h] = a - c;
+				}
+		for (i = 0; i < r; i++)
+			y[i] *= scale;
+	}
+}
+
 void
 quant_init(void)
 {

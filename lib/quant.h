@@ -66,6 +66,19 @@ uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 
+/* Quantize nblocks blocks of 32 floats (the KV cache's rows and groups). */
+void quant_quantize_q8_0(const float *x, struct block_q8_0 *out, size_t nblocks);
+void quant_quantize_q4_0(const float *x, struct block_q4_0 *out, size_t nblocks);
+
+/*
+ * The normalized Hadamard transform of each block of r floats in x[0..n),
+ * r a power of two: orthonormal and its own inverse, so rotating keys and
+ * queries alike keeps their dot products, and rotating twice gives back
+ * the values (to rounding).  It spreads an outlier over the block, which
+ * quantizes better.
+ */
+void quant_hadamard(float *x, size_t n, int r);
+
 /* Fill lookup tables; call once before any kernel runs. */
 void quant_init(void);
 

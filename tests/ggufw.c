@@ -158,28 +158,22 @@ pack32(const int *q, uint8_t *qs, uint8_t *qh)
 	}
 }
 
-/* q4_0 / q5_0: d = max / -(2^(bits-1)), as ggml's reference quantizer. */
+/* q5_0: d = max / -16, as ggml's reference quantizer (q4_0 is the library's). */
 static void
-quantize_q4_0_q5_0(const float *x, void *out, size_t n, int bits)
+quantize_q5_0(const float *x, void *out, size_t n)
 {
-	int half = 1 << (bits - 1), i, j;
+	int i, j;
 
 	for (i = 0; i < (int)n / 32; i++) {
 		const float *xb = x + 32 * i;
-		float d = signed_max(xb, 32) / -half, id = d ? 1 / d : 0;
+		float d = signed_max(xb, 32) / -16, id = d ? 1 / d : 0;
+		struct block_q5_0 *b = (struct block_q5_0 *)out + i;
 		int q[32];
 
 		for (j = 0; j < 32; j++)
-			q[j] = clampi((int)(xb[j] * id + half + 0.5f), 0, 2 * half - 1);
-		if (bits == 4) {
-			struct block_q4_0 *b = (struct block_q4_0 *)out + i;
-			b->d = f32_to_f16(d);
-			pack32(q, b->qs, NULL);
-		} else {
-			struct block_q5_0 *b = (struct block_q5_0 *)out + i;
-			b->d = f32_to_f16(d);
-			pack32(q, b->qs, b->qh);
-		}
+			q[j] = clampi((int)(xb[j] * id + 16.5f), 0, 31);
+		b->d = f32_to_f16(d);
+		pack32(q, b->qs, b->qh);
 	}
 }
 
@@ -314,7 +308,7 @@ quantize_row(uint32_t type, const float *x, void *out, size_t n)
 {
 	uint16_t *h = out;
 	struct block_q8_0 *b = out;
-	size_t i, j;
+	size_t i;
 
 	switch (type) {
 	case GGML_F32:
@@ -328,24 +322,9 @@ quantize_row(uint32_t type, const float *x, void *out, size_t n)
 		for (i = 0; i < n; i++)
 			h[i] = f32_to_bf16(x[i]);
 		break;
-	case GGML_Q8_0:
-		/* d = max|x| / 127, q = round(x / d): llama.cpp's reference rule. */
-		for (i = 0; i < n / QK8_0; i++) {
-			const float *xb = x + i * QK8_0;
-			float amax = 0, d, id;
-
-			for (j = 0; j < QK8_0; j++)
-				if (fabsf(xb[j]) > amax)
-					amax = fabsf(xb[j]);
-			d = amax / 127;
-			id = d ? 1 / d : 0;
-			b[i].d = f32_to_f16(d);
-			for (j = 0; j < QK8_0; j++)
-				b[i].qs[j] = (int8_t)roundf(xb[j] * id);
-		}
-		break;
-	case GGML_Q4_0: quantize_q4_0_q5_0(x, out, n, 4); break;
-	case GGML_Q5_0: quantize_q4_0_q5_0(x, out, n, 5); break;
+	case GGML_Q8_0: quant_quantize_q8_0(x, b, n / QK8_0); break;
+	case GGML_Q4_0: quant_quantize_q4_0(x, out, n / QK4_0); break;
+	case GGML_Q5_0: quantize_q5_0(x, out, n); break;
 	case GGML_Q4_1: quantize_q4_1_q5_1(x, out, n, 4); break;
 	case GGML_Q5_1: quantize_q4_1_q5_1(x, out, n, 5); break;
 	case GGML_Q4_K: quantize_q4_K_q5_K(x, out, n, 4); break;
