@@ -10,9 +10,9 @@
  *   first n_layers * cap rows readable and writable; only the pages that
  *   are written become resident.
  * - Growing from cap to newcap moves each layer's rows from
- *   l * cap * kv_dim to l * newcap * kv_dim inside the same reservation,
- *   from the last layer down (each destination lies above every source
- *   not yet moved), backward in chunks of 64 KiB (safe where a layer's
+ *   l * cap * row to l * newcap * row inside the same reservation, from
+ *   the last layer down (each destination lies above every source not
+ *   yet moved), backward in chunks of 64 KiB (safe where a layer's
  *   source and destination overlap).  Right after a chunk is copied, the
  *   whole pages of its source that hold nothing else are released with
  *   MADV_DONTNEED.  So every row is resident in one place at any moment:
@@ -22,8 +22,13 @@
  *   accessors, or seq_len), not the unused end of the old capacity.
  * - The values are copied verbatim, so the results are bitwise those of
  *   a dense cache (--kv-prealloc), which tests check.
+ *
+ * The quantized types extend this: a store's "row" is a position's row
+ * of its type, or for grouped keys a group of KV_GROUP positions, and
+ * everything above holds unit for unit.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,7 @@
 #include <unistd.h>
 
 #include "kv.h"
+#include "quant.h"
 #include "util.h"
 
 enum { MOVE_CHUNK = 64 << 10 };	/* bytes copied between two releases */
@@ -43,24 +49,80 @@ round_up(size_t x, size_t a)
 	return (x + a - 1) / a * a;
 }
 
-static size_t
-row_bytes(const struct kv *kv)
+const char *
+kv_type_name(int type)
 {
-	return (size_t)kv->kv_dim * sizeof(float);
+	switch (type) {
+	case KV_F32: return "f32";
+	case KV_F16: return "f16";
+	case KV_Q8_0: return "q8_0";
+	case KV_Q4_0: return "q4_0";
+	}
+	return NULL;
 }
 
-/* Bytes of a store laid out for cap positions. */
-static size_t
-store_bytes(const struct kv *kv, int cap)
+int
+kv_type_parse(const char *name)
 {
-	return (size_t)kv->n_layers * (size_t)cap * row_bytes(kv);
+	static const int types[] = { KV_F32, KV_F16, KV_Q8_0, KV_Q4_0 };
+
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		if (strcmp(name, kv_type_name(types[i])) == 0)
+			return types[i];
+	return -1;
 }
 
-static float *
+/* ---- the stores ---- */
+
+static int
+grouped(const struct kv *kv, int which)
+{
+	return which == 0 && (kv->k_type == KV_Q8_0 || kv->k_type == KV_Q4_0);
+}
+
+static char *
+store(const struct kv *kv, int which)
+{
+	return (char *)(which ? kv->v : kv->k);
+}
+
+/* Units (rows, or groups of grouped keys) per layer at cap positions. */
+static size_t
+units(const struct kv *kv, int which, int cap)
+{
+	return grouped(kv, which) ? ((size_t)cap + KV_GROUP - 1) / KV_GROUP : (size_t)cap;
+}
+
+static size_t
+unit_bytes(const struct kv *kv, int which)
+{
+	return which ? kv->v_unit : kv->k_unit;
+}
+
+static size_t
+store_bytes(const struct kv *kv, int which, int cap)
+{
+	return (size_t)kv->n_layers * units(kv, which, cap) * unit_bytes(kv, which);
+}
+
+void *
+kv_unit(const struct kv *kv, int which, int layer, int unit)
+{
+	return store(kv, which) +
+	    ((size_t)layer * units(kv, which, kv->cap) + (size_t)unit) * unit_bytes(kv, which);
+}
+
+uint16_t *
+kv_tail_row(const struct kv *kv, int layer, int pos)
+{
+	return kv->tail + ((size_t)layer * KV_TAIL + (size_t)(pos % KV_TAIL)) * kv->kv_dim;
+}
+
+static void *
 store_reserve(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-	    -1, 0);
+	void *p = mmap(NULL, bytes ? bytes : 1, PROT_NONE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -95,46 +157,93 @@ move_up(char *dst, char *src, size_t n)
 
 /* Re-lay one store from cap to newcap positions per layer, in place. */
 static void
-relayout(const struct kv *kv, float *store, int newcap, int rows)
+relayout(const struct kv *kv, int which, int newcap, size_t moved)
 {
-	size_t row = row_bytes(kv);
-	char *base = (char *)store;
+	size_t unit = unit_bytes(kv, which), from = units(kv, which, kv->cap);
+	size_t to = units(kv, which, newcap);
+	char *base = store(kv, which);
 	int l;
 
+	if (to == from)
+		return;
 	for (l = kv->n_layers - 1; l > 0; l--)
-		move_up(base + (size_t)l * newcap * row, base + (size_t)l * kv->cap * row,
-		    (size_t)rows * row);
+		move_up(base + (size_t)l * to * unit, base + (size_t)l * from * unit, moved * unit);
 }
+
+/* ---- making and growing ---- */
 
 int
 kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc)
 {
+	return kv_init_types(kv, n_layers, 1, kv_dim, max_ctx, prealloc, KV_F32, KV_F32);
+}
+
+int
+kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max_ctx,
+    int prealloc, int k_type, int v_type)
+{
+	size_t nb;
+
 	memset(kv, 0, sizeof *kv);
-	if (n_layers <= 0 || n_layers > KV_MAX_LAYERS || kv_dim <= 0 || kv_dim > KV_MAX_DIM ||
-	    max_ctx <= 0 || max_ctx > KV_MAX_CTX) {
-		llm_seterr("kv: bad shape %d layers x %d x %d", n_layers, kv_dim, max_ctx);
+	if (n_layers <= 0 || n_layers > KV_MAX_LAYERS || n_kv_heads <= 0 || head_dim <= 0 ||
+	    (long long)n_kv_heads * head_dim > KV_MAX_DIM || max_ctx <= 0 || max_ctx > KV_MAX_CTX) {
+		llm_seterr("kv: bad shape %d layers x %d x %d x %d", n_layers, n_kv_heads, head_dim,
+		    max_ctx);
+		return -1;
+	}
+	if (!kv_type_name(k_type) || !kv_type_name(v_type)) {
+		llm_seterr("kv: unknown cache type %d", kv_type_name(k_type) ? v_type : k_type);
 		return -1;
 	}
 	if (!page_size)
 		page_size = (size_t)sysconf(_SC_PAGESIZE);
 	kv->n_layers = n_layers;
-	kv->kv_dim = kv_dim;
+	kv->kv_dim = n_kv_heads * head_dim;
+	kv->head_dim = head_dim;
 	kv->max_ctx = max_ctx;
-	kv->reserved = round_up(store_bytes(kv, max_ctx), page_size);
-	if (!(kv->k = store_reserve(kv->reserved)) || !(kv->v = store_reserve(kv->reserved))) {
+	kv->k_type = k_type;
+	kv->v_type = v_type;
+	/* The rotation's block: a power of two that divides the head, at most 32. */
+	kv->rot = head_dim & -head_dim;
+	if (kv->rot > 32)
+		kv->rot = 32;
+	kv->v_rotated = (v_type == KV_Q8_0 || v_type == KV_Q4_0) && kv->rot > 1;
+	nb = ((size_t)kv->kv_dim + 31) / 32;	/* blocks of a quantized row, the last padded */
+	for (int which = 0; which < 2; which++) {
+		int type = which ? v_type : k_type;
+		size_t *unit = which ? &kv->v_unit : &kv->k_unit;
+		switch (type) {
+		case KV_F32: *unit = (size_t)kv->kv_dim * 4; break;
+		case KV_F16: *unit = (size_t)kv->kv_dim * 2; break;
+		/* value rows; for keys, a group: a block per channel */
+		case KV_Q8_0:
+			*unit = (which ? nb : (size_t)kv->kv_dim) * sizeof(struct block_q8_0);
+			break;
+		case KV_Q4_0:
+			*unit = which ? nb * sizeof(struct block_q4_0) :
+			    (size_t)kv->kv_dim * sizeof(struct block_q4_1);
+			break;
+		}
+	}
+	kv->k_reserved = round_up(store_bytes(kv, 0, max_ctx), page_size);
+	kv->v_reserved = round_up(store_bytes(kv, 1, max_ctx), page_size);
+	if (!(kv->k = store_reserve(kv->k_reserved)) || !(kv->v = store_reserve(kv->v_reserved))) {
 		llm_seterr("kv: cannot reserve %zu bytes of address space for %d positions: %s",
-		    2 * kv->reserved, max_ctx, strerror(errno));
+		    kv->k_reserved + kv->v_reserved, max_ctx, strerror(errno));
 		kv_free(kv);
 		return -1;
 	}
+	if (grouped(kv, 0))
+		kv->tail = xcalloc((size_t)n_layers * KV_TAIL * kv->kv_dim, sizeof *kv->tail);
+	kv->scratch = xcalloc(nb * 32, sizeof(float));
 	if (kv_grow_to(kv, prealloc ? max_ctx : 1) < 0) {
 		kv_free(kv);
 		return -1;
 	}
 	if (prealloc) {
 		/* A dense cache, as the comparison runs want it: every page resident. */
-		memset(kv->k, 0, store_bytes(kv, max_ctx));
-		memset(kv->v, 0, store_bytes(kv, max_ctx));
+		memset(kv->k, 0, store_bytes(kv, 0, max_ctx));
+		memset(kv->v, 0, store_bytes(kv, 1, max_ctx));
 	}
 	return 0;
 }
@@ -143,19 +252,22 @@ void
 kv_free(struct kv *kv)
 {
 	if (kv->k)
-		munmap(kv->k, kv->reserved);
+		munmap(kv->k, kv->k_reserved);
 	if (kv->v)
-		munmap(kv->v, kv->reserved);
-	kv->k = kv->v = NULL;
-	kv->cap = kv->seq_len = kv->written = 0;
+		munmap(kv->v, kv->v_reserved);
+	free(kv->tail);
+	free(kv->scratch);
+	kv->k = kv->v = kv->scratch = NULL;
+	kv->tail = NULL;
+	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
 int
 kv_grow_to(struct kv *kv, int npos)
 {
-	size_t commit;
 	double t0;
-	int cap, rows;
+	size_t rows;
+	int cap;
 
 	if (npos <= kv->cap)
 		return 0;
@@ -171,23 +283,24 @@ kv_grow_to(struct kv *kv, int npos)
 		cap *= 2;
 	if (cap > kv->max_ctx)
 		cap = kv->max_ctx;
-	commit = round_up(store_bytes(kv, cap), page_size);
-	if (mprotect(kv->k, commit, PROT_READ | PROT_WRITE) < 0 ||
-	    mprotect(kv->v, commit, PROT_READ | PROT_WRITE) < 0) {
+	if (mprotect(kv->k, round_up(store_bytes(kv, 0, cap), page_size), PROT_READ | PROT_WRITE) < 0 ||
+	    mprotect(kv->v, round_up(store_bytes(kv, 1, cap), page_size), PROT_READ | PROT_WRITE) < 0) {
 		llm_seterr("kv: out of memory growing to %d positions", cap);
 		return -1;
 	}
-	rows = kv->seq_len > kv->written ? kv->seq_len : kv->written;
-	if (rows > kv->cap)
-		rows = kv->cap;
-	if (kv->cap && rows) {
-		relayout(kv, kv->k, cap, rows);
-		relayout(kv, kv->v, cap, rows);
+	rows = (size_t)(kv->seq_len > kv->written ? kv->seq_len : kv->written);
+	if (rows > (size_t)kv->cap)
+		rows = (size_t)kv->cap;
+	if (kv->cap) {
+		relayout(kv, 0, cap, grouped(kv, 0) ? (size_t)kv->groups : rows);
+		relayout(kv, 1, cap, rows);
 	}
 	kv->cap = cap;
 	kv->grow_seconds += now_seconds() - t0;
 	return 0;
 }
+
+/* ---- writing ---- */
 
 static size_t
 offset(const struct kv *kv, int layer, int pos)
@@ -198,6 +311,10 @@ offset(const struct kv *kv, int layer, int pos)
 float *
 kv_k_write(struct kv *kv, int layer, int pos)
 {
+	if (kv->k_type != KV_F32) {
+		llm_seterr("kv: the keys are %s, not f32", kv_type_name(kv->k_type));
+		return NULL;
+	}
 	if (kv_grow_to(kv, pos + 1) < 0)
 		return NULL;
 	if (pos >= kv->written)
@@ -208,12 +325,212 @@ kv_k_write(struct kv *kv, int layer, int pos)
 float *
 kv_v_write(struct kv *kv, int layer, int pos)
 {
+	if (kv->v_type != KV_F32) {
+		llm_seterr("kv: the values are %s, not f32", kv_type_name(kv->v_type));
+		return NULL;
+	}
 	if (kv_grow_to(kv, pos + 1) < 0)
 		return NULL;
 	if (pos >= kv->written)
 		kv->written = pos + 1;
 	return kv->v + offset(kv, layer, pos);
 }
+
+/* One row of kv_dim floats into a row of the type, rotated first if it is. */
+static void
+encode_row(const struct kv *kv, int type, int rotated, const float *x, void *dst)
+{
+	size_t nb = ((size_t)kv->kv_dim + 31) / 32, i;
+	uint16_t *h = dst;
+	float *tmp = kv->scratch;	/* nb * 32 floats, the padding zero */
+
+	switch (type) {
+	case KV_F32:
+		memcpy(dst, x, (size_t)kv->kv_dim * 4);
+		return;
+	case KV_F16:
+		for (i = 0; i < (size_t)kv->kv_dim; i++)
+			h[i] = f32_to_f16(x[i]);
+		return;
+	}
+	memcpy(tmp, x, (size_t)kv->kv_dim * sizeof *tmp);
+	if (rotated)
+		quant_hadamard(tmp, (size_t)kv->kv_dim, kv->rot);
+	if (type == KV_Q8_0)
+		quant_quantize_q8_0(tmp, dst, nb);
+	else
+		quant_quantize_q4_0(tmp, dst, nb);
+}
+
+/* Quantize group g of layer's keys, channel by channel, from the ring. */
+static void
+encode_group(struct kv *kv, int layer, int g)
+{
+	void *dst = kv_unit(kv, 0, layer, g);
+	float col[KV_GROUP];
+	int c, j;
+
+	for (c = 0; c < kv->kv_dim; c++) {
+		for (j = 0; j < KV_GROUP; j++)
+			col[j] = f16_to_f32(kv_tail_row(kv, layer, g * KV_GROUP + j)[c]);
+		if (kv->k_type == KV_Q8_0)
+			quant_quantize_q8_0(col, (struct block_q8_0 *)dst + c, 1);
+		else
+			quant_quantize_q4_1(col, (struct block_q4_1 *)dst + c, 1);
+	}
+}
+
+static int
+put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size_t ld)
+{
+	int type = which ? kv->v_type : kv->k_type, i, g;
+	int rotated = which && kv->v_rotated;
+
+	if (kv_grow_to(kv, pos + n) < 0)
+		return -1;
+	if (!grouped(kv, which)) {
+		for (i = 0; i < n; i++)
+			encode_row(kv, type, rotated, rows + (size_t)i * ld,
+			    kv_unit(kv, which, layer, pos + i));
+	} else {
+		/*
+		 * The ring holds the newest KV_TAIL positions: the group of pos
+		 * must still be in it, and the batch must not overwrite it.
+		 */
+		if (pos / KV_GROUP * KV_GROUP < kv->written - KV_TAIL || n > KV_TAIL - KV_GROUP) {
+			llm_seterr("kv: grouped keys cannot rewrite position %d after %d", pos,
+			    kv->written);
+			return -1;
+		}
+		for (i = 0; i < n; i++) {
+			uint16_t *t = kv_tail_row(kv, layer, pos + i);
+			for (int d = 0; d < kv->kv_dim; d++)
+				t[d] = f32_to_f16(rows[(size_t)i * ld + d]);
+		}
+		/* The groups this write completes are quantized now, before attention reads them. */
+		for (g = pos / KV_GROUP; g < (pos + n) / KV_GROUP; g++)
+			encode_group(kv, layer, g);
+		if (layer == kv->n_layers - 1)
+			kv->groups = (pos + n) / KV_GROUP;
+	}
+	if (pos + n > kv->written)
+		kv->written = pos + n;
+	return 0;
+}
+
+int
+kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld)
+{
+	return put(kv, 0, layer, pos, n, rows, ld);
+}
+
+int
+kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld)
+{
+	return put(kv, 1, layer, pos, n, rows, ld);
+}
+
+/* ---- reading ---- */
+
+/* Elements [e0, e0 + n) of a row of the type, as stored (not rotated back). */
+static void
+decode_span(int type, const void *row, int e0, int n, float *out)
+{
+	const uint16_t *h = row;
+	const struct block_q8_0 *q8 = row;
+	const struct block_q4_0 *q4 = row;
+	int e, j;
+
+	for (e = e0; e < e0 + n; e++) {
+		switch (type) {
+		case KV_F32:
+			out[e - e0] = ((const float *)row)[e];
+			break;
+		case KV_F16:
+			out[e - e0] = f16_to_f32(h[e]);
+			break;
+		case KV_Q8_0:
+			out[e - e0] = f16_to_f32(q8[e / 32].d) * q8[e / 32].qs[e % 32];
+			break;
+		case KV_Q4_0:
+			j = e % 32;
+			out[e - e0] = f16_to_f32(q4[e / 32].d) *
+			    (float)((j < 16 ? q4[e / 32].qs[j] & 0xf : q4[e / 32].qs[j - 16] >> 4) - 8);
+			break;
+		}
+	}
+}
+
+/* Position j of a group of grouped keys of the type, channels [c0, c0 + n). */
+static void
+decode_group(int type, const void *group, int j, int c0, int n, float *out)
+{
+	const struct block_q8_0 *q8 = (const struct block_q8_0 *)group + c0;
+	const struct block_q4_1 *q4 = (const struct block_q4_1 *)group + c0;
+	int c;
+
+	if (type == KV_Q8_0)
+		for (c = 0; c < n; c++)
+			out[c] = f16_to_f32(q8[c].d) * q8[c].qs[j];
+	else
+		for (c = 0; c < n; c++)
+			out[c] = f16_to_f32(q4[c].d) *
+			    (float)(j < 16 ? q4[c].qs[j] & 0xf : q4[c].qs[j - 16] >> 4) +
+			    f16_to_f32(q4[c].m);
+}
+
+static void
+decode_tail(const uint16_t *row, int c0, int n, float *out)
+{
+	for (int c = 0; c < n; c++)
+		out[c] = f16_to_f32(row[c0 + c]);
+}
+
+void
+kv_k_rows(const struct kv *kv, int layer, int p0, int n, int h, int q, float *out)
+{
+	int hd = kv->head_dim, i;
+
+	for (i = 0; i < n; i++) {
+		int p = p0 + i;
+		if (!grouped(kv, 0))
+			decode_span(kv->k_type, kv_unit(kv, 0, layer, p), h * hd, hd, out + (size_t)i * hd);
+		else if (kv_k_exact(kv, p, q))
+			decode_tail(kv_tail_row(kv, layer, p), h * hd, hd, out + (size_t)i * hd);
+		else
+			decode_group(kv->k_type, kv_unit(kv, 0, layer, p / KV_GROUP), p % KV_GROUP,
+			    h * hd, hd, out + (size_t)i * hd);
+	}
+}
+
+void
+kv_v_rows(const struct kv *kv, int layer, int p0, int n, int h, float *out)
+{
+	int hd = kv->head_dim, i;
+
+	for (i = 0; i < n; i++)
+		decode_span(kv->v_type, kv_unit(kv, 1, layer, p0 + i), h * hd, hd, out + (size_t)i * hd);
+}
+
+void
+kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
+{
+	int type = which ? kv->v_type : kv->k_type;
+
+	if (grouped(kv, which)) {
+		if (pos < kv->groups * KV_GROUP)
+			decode_group(kv->k_type, kv_unit(kv, 0, layer, pos / KV_GROUP), pos % KV_GROUP,
+			    0, kv->kv_dim, out);
+		else
+			decode_tail(kv_tail_row(kv, layer, pos), 0, kv->kv_dim, out);
+		return;
+	}
+	decode_span(type, kv_unit(kv, which, layer, pos), 0, kv->kv_dim, out);
+	if (which && kv->v_rotated)
+		quant_hadamard(out, (size_t)kv->kv_dim, kv->rot);
+}
+
+/* ---- the rest of the founding interface ---- */
 
 int
 kv_set_seq_len(struct kv *kv, int n)
@@ -229,29 +546,55 @@ kv_clear(struct kv *kv)
 {
 	kv->seq_len = 0;
 	kv->written = 0;
+	kv->groups = 0;
+}
+
+double
+kv_bytes_per_pos(const struct kv *kv)
+{
+	double k = grouped(kv, 0) ? (double)kv->k_unit / KV_GROUP : (double)kv->k_unit;
+
+	return (k + (double)kv->v_unit) * kv->n_layers;
+}
+
+static size_t
+tail_bytes(const struct kv *kv)
+{
+	return kv->tail ? (size_t)kv->n_layers * KV_TAIL * kv->kv_dim * sizeof *kv->tail : 0;
 }
 
 size_t
 kv_bytes(const struct kv *kv)
 {
-	return 2 * store_bytes(kv, kv->cap);
+	return store_bytes(kv, 0, kv->cap) + store_bytes(kv, 1, kv->cap) + tail_bytes(kv);
 }
 
 size_t
 kv_resident_bytes(const struct kv *kv)
 {
-	size_t len = round_up(store_bytes(kv, kv->cap), page_size), pages = len / page_size;
-	size_t i, n = 0;
+	size_t n = 0, i, len, pages;
 	unsigned char *vec;
-	int s;
+	int which;
 
-	if (!kv->k || !len)
+	if (!kv->k)
 		return 0;
-	vec = xmalloc(pages);
-	for (s = 0; s < 2; s++)
-		if (mincore(s ? (void *)kv->v : (void *)kv->k, len, vec) == 0)
+	for (which = 0; which < 2; which++) {
+		len = round_up(store_bytes(kv, which, kv->cap), page_size);
+		pages = len / page_size;
+		vec = xmalloc(pages ? pages : 1);
+		if (len && mincore(store(kv, which), len, vec) == 0)
 			for (i = 0; i < pages; i++)
-				n += vec[i] & 1;
-	free(vec);
-	return n * page_size;
+				n += (size_t)(vec[i] & 1) * page_size;
+		free(vec);
+	}
+	return n + tail_bytes(kv);	/* the ring: small, and touched from the start */
+}
+
+size_t
+kv_block_bytes(const struct kv *kv, int which, int n)
+{
+	if (grouped(kv, which))
+		return (size_t)(n / KV_GROUP) * kv->k_unit +
+		    (size_t)(n % KV_GROUP) * kv->kv_dim * sizeof *kv->tail;
+	return (size_t)n * unit_bytes(kv, which);
 }

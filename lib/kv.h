@@ -3,6 +3,7 @@
 #define LLM_KV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define KV_INITIAL_CAP 64
 
@@ -18,10 +19,36 @@
 #define KV_MAX_CTX (1 << 28)
 
 /*
- * K and V are each one fp32 store laid out [layer][pos][kv_dim]:
- * offset = ((layer * cap) + pos) * kv_dim.  cap starts at 64 (or
- * max_ctx if smaller) and doubles when a write needs a position past
- * it, never above max_ctx.
+ * Element types of the cache (the numbers are those of llm-kv(5)).
+ *
+ * f32 is the default and the founding design exactly; f16 rows are
+ * plain halves.  Quantized keys (q8_0, q4_0) are quantized per channel
+ * over groups of KV_GROUP positions, as KIVI does: a key channel keeps
+ * its sign and scale from token to token, so a block along positions
+ * fits it far better than a block along the row.  q8_0 keys use q8_0
+ * blocks; q4_0 keys use q4_1 blocks (an f16 scale and an f16 minimum),
+ * whose offset follows a channel's mean.  The newest positions, whose
+ * group is not complete, stay in f16: see kv_k_exact().  Quantized
+ * values (q8_0, q4_0) are rows: each head rotated in blocks of rot by a
+ * normalized Hadamard transform, then quantized in blocks of 32 along
+ * the row; the attention output is rotated back.
+ */
+enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
+#define KV_GROUP 32
+#define KV_TAIL 96	/* newest key rows kept in f16: a group and a batch of 64 */
+
+/* "f32", "f16", "q8_0", "q4_0"; NULL for another number. */
+const char *kv_type_name(int type);
+/* The type of a name; -1 if none. */
+int kv_type_parse(const char *name);
+
+/*
+ * K and V are each one store laid out [layer][pos][row]: offset =
+ * ((layer * cap) + pos) * row bytes, the row being kv_dim elements of
+ * the store's type.  Grouped keys take a group of KV_GROUP positions as
+ * their unit: offset = ((layer * groups) + g) * group bytes, groups =
+ * cap rounded up to KV_GROUP.  cap starts at 64 (or max_ctx if smaller)
+ * and doubles when a write needs a position past it, never above max_ctx.
  */
 struct kv {
 	int n_layers;
@@ -29,24 +56,48 @@ struct kv {
 	int max_ctx;
 	int cap;		/* positions allocated per layer */
 	int seq_len;		/* positions filled */
-	int written;		/* 1 + the highest position a write accessor gave out */
-	float *k, *v;		/* each reserves max_ctx positions of address space */
-	size_t reserved;	/* bytes reserved per store */
+	int written;		/* 1 + the highest position written */
+	float *k, *v;		/* the stores; each reserves max_ctx positions of address space */
+	size_t k_reserved, v_reserved;
 	double grow_seconds;	/* time spent growing, for the run stats */
+
+	int k_type, v_type;
+	int head_dim;
+	int rot;		/* the Hadamard block of rotated values */
+	int v_rotated;
+	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
+	uint16_t *tail;		/* grouped keys: the newest rows in f16, [layer][KV_TAIL][kv_dim], a ring */
+	int groups;		/* grouped keys: the groups quantized, all the complete ones */
+	float *scratch;		/* one row, padded to whole blocks, for quantizing */
 };
 
-/* prealloc commits max_ctx densely up front (for comparison runs). */
+/* An f32 cache, the default; prealloc commits max_ctx densely up front (for comparison runs). */
 int kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc);
+/* A cache of any types; -1 with llm_err() for a shape it cannot hold. */
+int kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max_ctx,
+    int prealloc, int k_type, int v_type);
 void kv_free(struct kv *kv);
 
 /* Make room for positions [0, npos); 0 or -1 (llm_err()). */
 int kv_grow_to(struct kv *kv, int npos);
 
-/* Write accessors: grow the store if pos is past cap; NULL on failure. */
+/*
+ * Write accessors of f32 stores: grow the store if pos is past cap;
+ * NULL on failure.  The forward pass writes f32 rows through them.
+ */
 float *kv_k_write(struct kv *kv, int layer, int pos);
 float *kv_v_write(struct kv *kv, int layer, int pos);
 
-/* Read accessors: never grow; pos must be below cap.  Inline: attention calls them per row. */
+/*
+ * The write accessor of every type: n rows of kv_dim floats, ld apart,
+ * for positions pos..pos+n-1, converted to the store's type.  Keys come
+ * after RoPE.  Grows the store; 0 or -1 (llm_err()).  Grouped keys take
+ * at most KV_TAIL - KV_GROUP positions at once.
+ */
+int kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
+int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
+
+/* Read accessors of f32 stores: never grow; pos must be below cap.  Inline: attention calls them per row. */
 static inline const float *
 kv_k_read(const struct kv *kv, int layer, int pos)
 {
@@ -59,14 +110,55 @@ kv_v_read(const struct kv *kv, int layer, int pos)
 	return kv->v + ((size_t)layer * kv->cap + pos) * kv->kv_dim;
 }
 
+/*
+ * Whether a query at position q reads the key at position p from the
+ * f16 rows rather than the quantized groups: for grouped keys, those of
+ * its own group.  It depends on positions alone, never on how the tokens
+ * were batched, so batched and single-token runs agree bit for bit.
+ */
+static inline int
+kv_k_exact(const struct kv *kv, int p, int q)
+{
+	return !kv->tail || p / KV_GROUP == q / KV_GROUP;
+}
+
+/*
+ * Read accessors of every type: keys or values of positions [p0, p0+n)
+ * of KV head h, as the attention uses them (dequantized; values still
+ * rotated when the store is), n rows of head_dim floats into out.  q is
+ * the query's position (see kv_k_exact); [p0, p0+n) lies within one group.
+ */
+void kv_k_rows(const struct kv *kv, int layer, int p0, int n, int h, int q, float *out);
+void kv_v_rows(const struct kv *kv, int layer, int p0, int n, int h, float *out);
+
+/*
+ * A whole row, dequantized and rotated back, as the model computed it
+ * (to rounding), which 0 for K: what llm-kvstat and llm-kvdump show.
+ */
+void kv_row(const struct kv *kv, int layer, int which, int pos, float *out);
+
 /* Grow ahead to n positions and mark them filled. */
 int kv_set_seq_len(struct kv *kv, int n);
 /* Forget the contents; the capacity stays. */
 void kv_clear(struct kv *kv);
 
+/* Bytes one position takes in K and V, all layers (grouped keys: a group's / KV_GROUP). */
+double kv_bytes_per_pos(const struct kv *kv);
+
 /* The footprint of K and V at the current capacity (what a dense cache of cap positions takes). */
 size_t kv_bytes(const struct kv *kv);
 /* The bytes of K and V really resident now: the pages written (mincore). */
 size_t kv_resident_bytes(const struct kv *kv);
+
+/*
+ * For snapshots: a layer's K (which 0) or V block of the first n
+ * positions is kv_block_bytes long.  Row stores hold n rows, from
+ * kv_unit(kv, which, layer, 0) on; grouped keys hold the n / KV_GROUP
+ * complete groups from there, then the f16 rows of the positions after
+ * them, each at kv_tail_row().
+ */
+size_t kv_block_bytes(const struct kv *kv, int which, int n);
+void *kv_unit(const struct kv *kv, int which, int layer, int unit);
+uint16_t *kv_tail_row(const struct kv *kv, int layer, int pos);
 
 #endif

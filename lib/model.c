@@ -239,6 +239,8 @@ model_load(struct model *m, const char *path)
 	m->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
 	m->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
 	m->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
+	m->kbuf = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
+	m->vbuf = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	m->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	m->rope_inv_freq = xcalloc((size_t)c->rope_dim / 2, sizeof(double));
 	for (i = 0; i < c->rope_dim / 2; i++)
@@ -261,8 +263,11 @@ model_free(struct model *m)
 	free(m->hb);
 	free(m->hb2);
 	free(m->q);
+	free(m->kbuf);
+	free(m->vbuf);
 	free(m->logits);
 	free(m->att);
+	free(m->tile);
 	free(m->rope_inv_freq);
 	gguf_close(&m->gguf);
 	memset(m, 0, sizeof *m);
@@ -445,6 +450,56 @@ struct attn_job {
  * head (GQA) go together, so each cached row is read once for them.
  * Threads share out the (token, KV head) pairs; each has its own scores.
  */
+/*
+ * Scores of the group of query heads q (head_dim apart) against cached
+ * positions [0, last]: f32 keys are rows kv_dim apart, so this is one
+ * matmul; other types are widened a group of positions at a time into a
+ * small tile (never the whole cache), each score the same chain of
+ * multiply-adds as from f32 rows.
+ */
+static void
+attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int last,
+    const float *q, int group, float *att, float *tile)
+{
+	const struct model_config *c = &m->c;
+	int p0, n;
+
+	if (kv->k_type == KV_F32) {
+		quant_gemm(GGML_F32, kv_k_read(kv, layer, 0) + kvh * c->head_dim,
+		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim,
+		    q, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
+		return;
+	}
+	for (p0 = 0; p0 <= last; p0 += KV_GROUP) {
+		n = last + 1 - p0 < KV_GROUP ? last + 1 - p0 : KV_GROUP;
+		kv_k_rows(kv, layer, p0, n, kvh, last, tile);
+		quant_gemm(GGML_F32, tile, (size_t)c->head_dim * sizeof(float), 0, n, c->head_dim,
+		    q, (size_t)c->head_dim, group, att + p0, (size_t)m->att_cap);
+	}
+}
+
+/* The weighted sum of the cached values for up to 8 heads; quantized ones a tile at a time, in order. */
+static void
+attention_values(const struct model *m, const struct kv *kv, int layer, int kvh, int last,
+    const float *att, int heads, float *out, float *tile)
+{
+	const struct model_config *c = &m->c;
+	int p0, n;
+
+	if (kv->v_type == KV_F32) {
+		quant_attn_values(last + 1, heads, att, (size_t)m->att_cap,
+		    kv_v_read(kv, layer, 0) + kvh * c->head_dim, (size_t)c->kv_dim,
+		    c->head_dim, out, (size_t)c->head_dim, 0);
+		return;
+	}
+	for (p0 = 0; p0 <= last; p0 += KV_GROUP) {
+		n = last + 1 - p0 < KV_GROUP ? last + 1 - p0 : KV_GROUP;
+		kv_v_rows(kv, layer, p0, n, kvh, tile);
+		quant_attn_values(n, heads, att + p0, (size_t)m->att_cap, tile, (size_t)c->head_dim,
+		    c->head_dim, out, (size_t)c->head_dim, p0 > 0);
+	}
+}
+
 static void
 attention_worker(void *arg, int ith, int nth)
 {
@@ -455,23 +510,20 @@ attention_worker(void *arg, int ith, int nth)
 	int q_dim = c->n_heads * c->head_dim;
 	float scale = 1.0f / sqrtf((float)c->head_dim);
 	float *att = m->att + (size_t)ith * group * m->att_cap;
+	float *tile = m->tile + (size_t)ith * KV_GROUP * c->head_dim;
 	int work, g;
 
 	for (work = ith; work < job->n * c->n_kv_heads; work += nth) {
 		int i = work / c->n_kv_heads, kvh = work % c->n_kv_heads, last = job->pos + i;
 		size_t first_head = (size_t)i * q_dim + (size_t)kvh * group * c->head_dim;
 
-		/* scores: the cached keys are rows kv_dim apart, so this is a matmul */
-		quant_gemm(GGML_F32, kv_k_read(job->kv, job->layer, 0) + kvh * c->head_dim,
-		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim,
-		    m->q + first_head, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
+		attention_scores(m, job->kv, job->layer, kvh, last, m->q + first_head, group, att, tile);
 		for (g = 0; g < group; g++)
 			quant_softmax(att + (size_t)g * m->att_cap, last + 1, scale);
 		for (g = 0; g < group; g += 8)
-			quant_attn_values(last + 1, group - g < 8 ? group - g : 8,
-			    att + (size_t)g * m->att_cap, (size_t)m->att_cap,
-			    kv_v_read(job->kv, job->layer, 0) + kvh * c->head_dim, (size_t)c->kv_dim,
-			    c->head_dim, m->xb + first_head + (size_t)g * c->head_dim, (size_t)c->head_dim);
+			attention_values(m, job->kv, job->layer, kvh, last, att + (size_t)g * m->att_cap,
+			    group - g < 8 ? group - g : 8, m->xb + first_head + (size_t)g * c->head_dim,
+			    tile);
 	}
 }
 
@@ -511,7 +563,9 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		while (cap < pos + n)
 			cap *= 2;
 		free(m->att);
+		free(m->tile);
 		m->att = xmalloc((size_t)nth * (c->n_heads / c->n_kv_heads) * cap * sizeof(float));
+		m->tile = xmalloc((size_t)nth * KV_GROUP * c->head_dim * sizeof(float));
 		m->att_cap = cap;
 		m->att_threads = nth;
 	}
@@ -527,20 +581,30 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 	for (l = 0; l < c->n_layers; l++) {
 		const struct layer_weights *L = &m->layers[l];
 
-		/* Attention: Q for the batch; K and V go straight into the cache. */
+		/*
+		 * Attention: Q for the batch; f32 K and V go straight into the
+		 * cache, other types through a batch buffer and kv_put.
+		 */
 		for (i = 0; i < n; i++)
 			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->attn_norm, D, c->rms_eps);
-		k = kv_k_write(kv, l, pos);
-		v = kv_v_write(kv, l, pos);
+		k = kv->k_type == KV_F32 ? kv_k_write(kv, l, pos) : m->kbuf;
+		v = kv->v_type == KV_F32 ? kv_v_write(kv, l, pos) : m->vbuf;
 		struct matvec qkv[] = { { m->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(m, qkv, 3, m->xb, D, n);
 		for (i = 0; i < n; i++) {
 			rope(m, m->q + (size_t)i * Q, c->n_heads, pos + i);
 			rope(m, k + (size_t)i * KV, c->n_kv_heads, pos + i);
 		}
+		if ((kv->k_type != KV_F32 && kv_put_k(kv, l, pos, n, k, KV) < 0) ||
+		    (kv->v_type != KV_F32 && kv_put_v(kv, l, pos, n, v, KV) < 0))
+			goto fail;
 
 		aj = (struct attn_job){ m, kv, l, pos, n };
 		pool_run(m->pool, attention_worker, &aj);
+		/* Rotated values give the rotated output; the transform is its own inverse. */
+		if (kv->v_rotated)
+			for (i = 0; i < n; i++)
+				quant_hadamard(m->xb + (size_t)i * Q, (size_t)Q, kv->rot);
 
 		struct matvec wo[] = { { m->xb2, D, &L->wo } };
 		matmul(m, wo, 1, m->xb, Q, n);

@@ -23,7 +23,7 @@ typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 gemm_fn quant_avx2_gemm, quant_avx512_gemm;
 typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out);
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
 values_fn quant_avx2_attn_values, quant_avx512_attn_values;
 static values_fn scalar_attn_values;
 static values_fn *values_impl = scalar_attn_values;
@@ -200,6 +200,36 @@ quant_quantize_q4_0(const float *x, struct block_q4_0 *out, size_t nblocks)
 		out[i].d = f32_to_f16(d);
 		for (j = 0; j < QK4_0 / 2; j++)
 			out[i].qs[j] = (uint8_t)(q[j] | q[j + QK4_0 / 2] << 4);
+	}
+}
+
+void
+quant_quantize_q4_1(const float *x, struct block_q4_1 *out, size_t nblocks)
+{
+	size_t i, j;
+
+	for (i = 0; i < nblocks; i++) {
+		const float *xb = x + i * 32;
+		float lo = xb[0], hi = xb[0], d, id, m;
+		int q[32];
+
+		for (j = 1; j < 32; j++) {
+			lo = xb[j] < lo ? xb[j] : lo;
+			hi = xb[j] > hi ? xb[j] : hi;
+		}
+		/* the stored (f16) minimum and scale, so the rounding sees what dequantizing will */
+		out[i].m = f32_to_f16(lo);
+		m = f16_to_f32(out[i].m);
+		d = (hi - m) / 15;
+		out[i].d = f32_to_f16(d);
+		d = f16_to_f32(out[i].d);
+		id = d ? 1 / d : 0;
+		for (j = 0; j < 32; j++) {
+			int v = (int)((xb[j] - m) * id + 0.5f);
+			q[j] = v < 0 ? 0 : v > 15 ? 15 : v;
+		}
+		for (j = 0; j < 16; j++)
+			out[i].qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
 	}
 }
 
@@ -443,13 +473,14 @@ quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int c
 
 static void
 scalar_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
 {
 	int h, t, d;
 
 	for (h = 0; h < heads; h++) {
 		float *o = out + (size_t)h * ld_out;
-		memset(o, 0, (size_t)dim * sizeof *o);
+		if (!accumulate)
+			memset(o, 0, (size_t)dim * sizeof *o);
 		for (t = 0; t < n_pos; t++)
 			for (d = 0; d < dim; d++)
 				o[d] += att[(size_t)h * ld_att + t] * v[(size_t)t * ld_v + d];
@@ -482,9 +513,9 @@ quant_softmax(float *x, int n, float scale)
 
 void
 quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
 {
-	values_impl(n_pos, heads, att, ld_att, v, ld_v, dim, out, ld_out);
+	values_impl(n_pos, heads, att, ld_att, v, ld_v, dim, out, ld_out, accumulate);
 }
 
 /* What the processor and the operating system support. */

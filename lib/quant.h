@@ -69,6 +69,7 @@ uint16_t f32_to_bf16(float f);
 /* Quantize nblocks blocks of 32 floats (the KV cache's rows and groups). */
 void quant_quantize_q8_0(const float *x, struct block_q8_0 *out, size_t nblocks);
 void quant_quantize_q4_0(const float *x, struct block_q4_0 *out, size_t nblocks);
+void quant_quantize_q4_1(const float *x, struct block_q4_1 *out, size_t nblocks);
 
 /*
  * The normalized Hadamard transform of each block of r floats in x[0..n),
@@ -129,10 +130,12 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 /*
  * Attention's weighted sum of values for up to 8 heads that share them:
  * out[h * ld_out + d] = sum over t < n_pos of att[h * ld_att + t] *
- * v[t * ld_v + d], summed in order of t.
+ * v[t * ld_v + d], summed in order of t.  With accumulate, the sums go
+ * on from what out holds, so positions given in several calls, in order,
+ * give the bits of one call over them all.
  */
 void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out);
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
 
 /* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
 void quant_softmax(float *x, int n, float scale);

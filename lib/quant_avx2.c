@@ -228,9 +228,9 @@ quant_avx2_softmax(float *x, int n, float scale)
 }
 void
 quant_avx2_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
 {
 	(void)n_pos, (void)heads, (void)att, (void)ld_att, (void)v, (void)ld_v;
-	(void)dim, (void)out, (void)ld_out;
+	(void)dim, (void)out, (void)ld_out, (void)accumulate;
 }
 #endif

@@ -207,14 +207,18 @@ DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
  */
 static inline __attribute__((always_inline)) void
 CAT(PREFIX, values_block)(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int nc, int n, float *out, size_t ld_out)
+    const float *v, size_t ld_v, int nc, int n, float *out, size_t ld_out, int accumulate)
 {
 	VEC acc[8][4], vv[4] = { ZERO(), ZERO(), ZERO(), ZERO() };
 	int t, h, c;
 
+	/* accumulate: go on with the chains stored in out, as if never stopped */
 	for (h = 0; h < heads; h++)
-		for (c = 0; c < nc; c++)
-			acc[h][c] = ZERO();
+		for (c = 0; c < nc; c++) {
+			const float *o = out + (size_t)h * ld_out + c * LANES;
+			acc[h][c] = !accumulate ? ZERO() : c < nc - 1 || n == LANES ? LOADX(o) :
+			    LOADX_TAIL(o, n);
+		}
 	for (t = 0; t < n_pos; t++) {
 		const float *row = v + (size_t)t * ld_v;
 		for (c = 0; c < nc; c++)
@@ -238,7 +242,7 @@ CAT(PREFIX, values_block)(int n_pos, int heads, const float *att, size_t ld_att,
 
 void
 CAT(PREFIX, attn_values)(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out)
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
 {
 	int d, nc, n;
 
@@ -251,13 +255,13 @@ CAT(PREFIX, attn_values)(int n_pos, int heads, const float *att, size_t ld_att,
 		/* the common shapes with constants, so the chains stay in registers */
 		if (nc == 4 && n == LANES && heads <= 4) {
 			switch (heads) {
-			case 1: CAT(PREFIX, values_block)(n_pos, 1, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
-			case 2: CAT(PREFIX, values_block)(n_pos, 2, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
-			case 3: CAT(PREFIX, values_block)(n_pos, 3, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
-			case 4: CAT(PREFIX, values_block)(n_pos, 4, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out); break;
+			case 1: CAT(PREFIX, values_block)(n_pos, 1, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
+			case 2: CAT(PREFIX, values_block)(n_pos, 2, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
+			case 3: CAT(PREFIX, values_block)(n_pos, 3, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
+			case 4: CAT(PREFIX, values_block)(n_pos, 4, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
 			}
 		} else {
-			CAT(PREFIX, values_block)(n_pos, heads, att, ld_att, v + d, ld_v, nc, n, out + d, ld_out);
+			CAT(PREFIX, values_block)(n_pos, heads, att, ld_att, v + d, ld_v, nc, n, out + d, ld_out, accumulate);
 		}
 	}
 }

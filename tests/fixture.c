@@ -140,7 +140,10 @@ fixture_write(const struct fixture *f, const char *path)
 	struct ggufw *w = ggufw_new();
 	uint64_t rng = f->seed * 2654435761u + 1;
 	int head_dim = f->dim / f->n_heads, kv_dim = f->n_kv_heads * head_dim;
-	float sd = 1.0f / sqrtf((float)f->dim), sf = 1.0f / sqrtf((float)f->ffn_dim);
+	/* uniform in [-s, s] has standard deviation s / sqrt(3) */
+	float sd = f->std > 0 ? f->std * sqrtf(3) : 1.0f / sqrtf((float)f->dim);
+	float sf = f->std > 0 ? sd : 1.0f / sqrtf((float)f->ffn_dim);
+	float se = f->std > 0 ? sd : 1.0f;
 	char name[64];
 	int l, r;
 
@@ -163,7 +166,7 @@ fixture_write(const struct fixture *f, const char *path)
 		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints);
 	}
 
-	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, 1.0f, 0, &rng);
+	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, se, 0, &rng);
 	tensor(w, "output_norm.weight", GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 	if (!f->tied)
 		tensor(w, "output.weight", f->type, f->vocab, f->dim, sd, 0, &rng);

@@ -13,6 +13,7 @@ struct fixture {
 	uint32_t type;		/* type of the matrices; norms stay f32 */
 	int eos_id;
 	int vocab_as_ints;	/* hostile: tokenizer.ggml.tokens holds int32s */
+	float std;		/* > 0: every matrix uniform with this standard deviation */
 	uint64_t seed;
 };
 
