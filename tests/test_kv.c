@@ -1,10 +1,13 @@
 /* test_kv: the KV cache follows the founding design. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../lib/kv.h"
+#include "../lib/quant.h"
 #include "../lib/util.h"
 #include "check.h"
 
@@ -212,6 +215,93 @@ growing_holds_no_second_copy(void)
 	kv_free(&kv);
 }
 
+/*
+ * Every type reads back what was written, within its precision: rows
+ * with a mean per channel (as keys have) and noise, through kv_row
+ * (dequantized, rotated back) and, for keys, kv_k_rows.
+ */
+static void
+typed_rows_read_back_as_written(void)
+{
+	/* relative RMS error allowed, K and V: about twice what each type gives */
+	static const struct { int k, v; double limit[2]; } types[] = {
+		{ KV_F32, KV_F32, { 0, 0 } }, { KV_F16, KV_F16, { 5e-4, 5e-4 } },
+		{ KV_Q8_0, KV_Q8_0, { 0.006, 0.016 } }, { KV_Q4_0, KV_Q4_0, { 0.035, 0.26 } },
+	};
+	enum { L = 2, HEADS = 3, HD = 16, P = 100, DIM = HEADS * HD };
+	float *x = xmalloc((size_t)L * P * DIM * 2 * sizeof *x), row[DIM], tile[KV_GROUP * HD];
+	uint64_t rng = 1;
+	struct kv kv;
+	size_t t;
+	int l, p, d, w, h, i;
+
+	for (i = 0; i < L * P * DIM * 2; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		/* a mean per channel, the size of the noise around it */
+		x[i] = (float)(i % DIM) / DIM * 3 - 1 + (float)(rng >> 40) / 16777216.0f - 0.5f;
+	}
+	for (t = 0; t < sizeof types / sizeof types[0]; t++) {
+		double err[2] = { 0, 0 }, ss[2] = { 0, 0 }, kerr = 0;
+		CHECK(kv_init_types(&kv, L, HEADS, HD, 200, 0, types[t].k, types[t].v) == 0, "%s", llm_err());
+		/* in batches of 17: groups complete within and across batches */
+		for (p = 0; p < P; p += 17)
+			for (l = 0; l < L; l++) {
+				int n = P - p < 17 ? P - p : 17;
+				CHECK(kv_put_k(&kv, l, p, n, x + ((size_t)l * P + p) * DIM, DIM) == 0, "%s", llm_err());
+				CHECK(kv_put_v(&kv, l, p, n, x + ((size_t)(L + l) * P + p) * DIM, DIM) == 0, "%s",
+				    llm_err());
+			}
+		kv_set_seq_len(&kv, P);
+		for (l = 0; l < L; l++)
+			for (w = 0; w < 2; w++)
+				for (p = 0; p < P; p++) {
+					const float *want = x + ((size_t)(w * L + l) * P + p) * DIM;
+					kv_row(&kv, l, w, p, row);
+					for (d = 0; d < DIM; d++) {
+						err[w] += (row[d] - want[d]) * (row[d] - want[d]);
+						ss[w] += want[d] * want[d];
+					}
+				}
+		/* the attention's view of the keys: the query at P - 1 reads its own group in f16 */
+		for (l = 0; l < L; l++)
+			for (h = 0; h < HEADS; h++)
+				for (p = 0; p < P; p += KV_GROUP) {
+					int n = P - p < KV_GROUP ? P - p : KV_GROUP;
+					kv_k_rows(&kv, l, p, n, h, P - 1, tile);
+					for (i = 0; i < n; i++) {
+						kv_row(&kv, l, 0, p + i, row);
+						for (d = 0; d < HD; d++)
+							kerr = worst_of(kerr, fabs(tile[i * HD + d] - row[h * HD + d]));
+					}
+				}
+		for (w = 0; w < 2; w++)
+			CHECK(sqrt(err[w] / ss[w]) <= types[t].limit[w], "k %s v %s: %c relative RMS error %g",
+			    kv_type_name(types[t].k), kv_type_name(types[t].v), w ? 'V' : 'K',
+			    sqrt(err[w] / ss[w]));
+		/* the same numbers both ways, but for the rotation of values (keys are not rotated) */
+		CHECK(kerr == 0, "k %s: kv_k_rows and kv_row differ by %g", kv_type_name(types[t].k), kerr);
+		kv_free(&kv);
+	}
+	free(x);
+}
+
+/* Grouped keys keep the newest KV_TAIL rows: going back before them is refused. */
+static void
+grouped_keys_refuse_going_far_back(void)
+{
+	float rows[64 * 32] = { 0 };
+	struct kv kv;
+
+	kv_init_types(&kv, 1, 2, 16, 1000, 0, KV_Q8_0, KV_F32);
+	for (int p = 0; p < 320; p += 64)
+		CHECK(kv_put_k(&kv, 0, p, 64, rows, 32) == 0, "%s", llm_err());
+	CHECK(kv_put_k(&kv, 0, 300, 1, rows, 32) == 0, "within the ring: %s", llm_err());
+	CHECK(kv_put_k(&kv, 0, 100, 1, rows, 32) < 0 && strstr(llm_err(), "cannot rewrite"),
+	    "went back to 100: %s", llm_err());
+	CHECK(kv_put_k(&kv, 0, 320, 65, rows, 32) < 0, "a write of 65 positions");
+	kv_free(&kv);
+}
+
 static void
 reads_never_grow(void)
 {
@@ -258,6 +348,8 @@ main(void)
 	TEST(growth_copies_rows_verbatim_in_layer_pos_layout);
 	TEST(growth_is_verbatim_for_odd_shapes);
 	TEST(growing_holds_no_second_copy);
+	TEST(typed_rows_read_back_as_written);
+	TEST(grouped_keys_refuse_going_far_back);
 	TEST(reads_never_grow);
 	TEST(set_seq_len_grows_ahead_and_clear_keeps_capacity);
 	TEST(prealloc_commits_max_ctx);

@@ -11,6 +11,7 @@
 #include "../lib/model.h"
 #include "../lib/pool.h"
 #include "../lib/quant.h"
+#include "../lib/sample.h"
 #include "../lib/util.h"
 #include "check.h"
 #include "fixture.h"
@@ -340,6 +341,191 @@ static void batched_prefill_equals_token_by_token_q8_0(void) { batched_prefill_e
 static void batched_prefill_equals_token_by_token_q4_K(void) { batched_prefill_equals_token_by_token(GGML_Q4_K); }
 static void batched_prefill_equals_token_by_token_q6_K(void) { batched_prefill_equals_token_by_token(GGML_Q6_K); }
 
+/* ---- cache types ---- */
+
+static const int kv_types[][2] = {
+	{ KV_F16, KV_F16 }, { KV_Q8_0, KV_Q8_0 }, { KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_Q8_0 },
+	{ KV_F32, KV_Q4_0 }, { KV_Q8_0, KV_F32 },
+};
+enum { N_KV_TYPES = sizeof kv_types / sizeof kv_types[0] };
+
+static int
+typed_cache(const struct model *mm, struct kv *kv, int t, int max_ctx, int prealloc)
+{
+	return kv_init_types(kv, mm->c.n_layers, mm->c.n_kv_heads, mm->c.head_dim, max_ctx, prealloc,
+	    kv_types[t][0], kv_types[t][1]);
+}
+
+/* Every stored byte of the first n positions: rows, groups and the f16 rows after them. */
+static int
+same_cache(const struct kv *a, const struct kv *b, int n)
+{
+	for (int l = 0; l < a->n_layers; l++)
+		for (int w = 0; w < 2; w++) {
+			size_t len = kv_block_bytes(a, w, n), part = w == 0 && a->tail ?
+			    (size_t)(n / KV_GROUP) * a->k_unit : len;
+			if (memcmp(kv_unit(a, w, l, 0), kv_unit(b, w, l, 0), part) != 0)
+				return 0;
+			for (int p = n / KV_GROUP * KV_GROUP; w == 0 && a->tail && p < n; p++)
+				if (memcmp(kv_tail_row(a, l, p), kv_tail_row(b, l, p), (size_t)a->kv_dim * 2))
+					return 0;
+		}
+	return 1;
+}
+
+/* A batch, token by token and any chunking give the same bits, for every cache type. */
+static void
+kv_types_batched_equals_token_by_token(void)
+{
+	enum { N = 150 };
+	static const int chunks[] = { 13, 40, 64 };
+	struct model mm;
+	struct kv one, b;
+	int ids[N], err, i, t;
+	size_t V;
+	float *want, *got = NULL;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	V = (size_t)mm.c.vocab_size;
+	want = xmalloc(V * sizeof *want);
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 31 + 7) % mm.c.vocab_size;
+	for (t = 0; t < N_KV_TYPES; t++) {
+		const char *name = kv_type_name(kv_types[t][0]), *vname = kv_type_name(kv_types[t][1]);
+		CHECK(typed_cache(&mm, &one, t, 512, 0) == 0, "%s", llm_err());
+		for (i = 0; i < N; i++)
+			model_forward(&mm, &one, ids[i], i, i == N - 1, &err);
+		CHECK(!err, "%s", llm_err());
+		memcpy(want, mm.logits, V * sizeof *want);
+		for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+			CHECK(typed_cache(&mm, &b, t, 512, 0) == 0, "%s", llm_err());
+			for (i = 0; i < N; i += chunks[c]) {
+				int k = N - i < chunks[c] ? N - i : chunks[c];
+				got = model_prefill(&mm, &b, ids + i, k, i, i + k == N, &err);
+				CHECK(!err, "%s", llm_err());
+			}
+			CHECK(got && memcmp(got, want, V * sizeof *want) == 0,
+			    "k %s v %s: chunks of %d differ from one token at a time", name, vname, chunks[c]);
+			CHECK(same_cache(&one, &b, N), "k %s v %s: chunks of %d: the caches differ",
+			    name, vname, chunks[c]);
+			kv_free(&b);
+		}
+		kv_free(&one);
+	}
+	free(want);
+	model_free(&mm);
+}
+
+/* Growing on demand is bitwise a dense cache, for every cache type. */
+static void
+kv_types_grow_equals_prealloc(void)
+{
+	enum { N = 200 };
+	struct model mm;
+	struct kv grow, dense;
+	float *a, *b;
+	int ta[N], tb[N], t;
+	size_t bytes;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	bytes = (size_t)N * mm.c.vocab_size * sizeof(float);
+	a = xmalloc(bytes), b = xmalloc(bytes);
+	for (t = 0; t < N_KV_TYPES; t++) {
+		CHECK(typed_cache(&mm, &grow, t, 300, 0) == 0 && typed_cache(&mm, &dense, t, 300, 1) == 0,
+		    "%s", llm_err());
+		greedy_run(&mm, &grow, N, a, ta);
+		greedy_run(&mm, &dense, N, b, tb);
+		CHECK(grow.cap == 256 && dense.cap == 300, "caps %d %d", grow.cap, dense.cap);
+		CHECK(memcmp(a, b, bytes) == 0 && memcmp(ta, tb, sizeof ta) == 0,
+		    "k %s v %s: grown and dense differ", kv_type_name(kv_types[t][0]),
+		    kv_type_name(kv_types[t][1]));
+		kv_free(&grow), kv_free(&dense);
+	}
+	free(a), free(b);
+	model_free(&mm);
+}
+
+/*
+ * The mean |change of log-probability| against the f32 cache over a
+ * stream of n ids, and the perplexity change; NaN-proof for the checks.
+ */
+static void
+score_against_f32(struct model *mm, int k_type, int v_type, const int *ids, int n,
+    double *mean_abs, double *ppl_change)
+{
+	size_t V = (size_t)mm->c.vocab_size;
+	float *lg = xmalloc(MODEL_BATCH * V * sizeof *lg);
+	double nll[2] = { 0, 0 }, *ref = xmalloc((size_t)n * sizeof *ref), dsum = 0;
+	struct kv kv;
+	int pass, i, k, b, err;
+
+	for (pass = 0; pass < 2; pass++) {
+		kv_init_types(&kv, mm->c.n_layers, mm->c.n_kv_heads, mm->c.head_dim, n + 1, 0,
+		    pass ? k_type : KV_F32, pass ? v_type : KV_F32);
+		for (i = 0; i + 1 < n; i += b) {
+			b = n - 1 - i < MODEL_BATCH ? n - 1 - i : MODEL_BATCH;
+			model_forward_logits(mm, &kv, ids + i, b, i, lg, &err);
+			for (k = 0; k < b; k++) {
+				double lp = log_prob(lg + k * V, (int)V, ids[i + k + 1]);
+				nll[pass] -= lp;
+				if (pass == 0)
+					ref[i + k] = lp;
+				else
+					dsum += fabs(lp - ref[i + k]);
+			}
+		}
+		kv_free(&kv);
+	}
+	*mean_abs = dsum / (n - 1);
+	*ppl_change = exp((nll[1] - nll[0]) / (n - 1)) - 1;
+	free(lg), free(ref);
+}
+
+static void
+kv_types_stay_close_to_f32(void)
+{
+	/* loose on the tiny model: enough to catch a broken kernel, not a tuning */
+	static const double tiny_limit[N_KV_TYPES] = { 1e-4, 0.005, 0.05, 0.02, 0.05, 0.002 };
+	/* stories260K over 600 tokens of its own: the perplexity targets, with margin */
+	static const double ppl_limit[N_KV_TYPES] = { 0.0005, 0.003, 0.03, 0.02, 0.03, 0.003 };
+	const char *shared = getenv("LLM_SHARED");
+	char path[512];
+	struct model mm;
+	int ids[600], t, i, err;
+	double d, ppl;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	for (i = 0; i < 300; i++)
+		ids[i] = (i * 7919 + 13) % mm.c.vocab_size;
+	for (t = 0; t < N_KV_TYPES; t++) {
+		score_against_f32(&mm, kv_types[t][0], kv_types[t][1], ids, 300, &d, &ppl);
+		CHECK(d <= tiny_limit[t], "tiny: k %s v %s: mean |change of log p| %g", 
+		    kv_type_name(kv_types[t][0]), kv_type_name(kv_types[t][1]), d);
+	}
+	model_free(&mm);
+	snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared ? shared : "../shared");
+	if (model_load(&mm, path) < 0)
+		SKIP("%s not present: only the tiny model was checked", path);
+	/* a text of its own: sampled at temperature 1 from BOS, with a fixed seed */
+	{
+		struct kv kv;
+		struct sampler smp;
+		sampler_init(&smp, mm.c.vocab_size, 1.0f, 0, 1.0f, 7);
+		kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 600, 0);
+		ids[0] = mm.c.bos_id;
+		for (i = 0; i + 1 < 600; i++)
+			ids[i + 1] = sampler_sample(&smp, model_forward(&mm, &kv, ids[i], i, 1, &err));
+		kv_free(&kv);
+		sampler_free(&smp);
+	}
+	for (t = 0; t < N_KV_TYPES; t++) {
+		score_against_f32(&mm, kv_types[t][0], kv_types[t][1], ids, 600, &d, &ppl);
+		CHECK(fabs(ppl) <= ppl_limit[t], "stories260K: k %s v %s: perplexity change %g",
+		    kv_type_name(kv_types[t][0]), kv_type_name(kv_types[t][1]), ppl);
+	}
+	model_free(&mm);
+}
+
 int
 main(void)
 {
@@ -363,5 +549,8 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_q8_0);
 	TEST(batched_prefill_equals_token_by_token_q4_K);
 	TEST(batched_prefill_equals_token_by_token_q6_K);
+	TEST(kv_types_batched_equals_token_by_token);
+	TEST(kv_types_grow_equals_prealloc);
+	TEST(kv_types_stay_close_to_f32);
 	CHECK_EXIT();
 }
