@@ -23,8 +23,8 @@ usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P] [--seed S]\n"
-	    "       [--ignore-eos] [--kv-prealloc] [--kv-in FILE] [--kv-out FILE] [--score]\n"
-	    "       [--stats] [--stats-json]\n",
+	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
+	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n",
 	    argv0);
 	exit(status);
 }
@@ -39,6 +39,17 @@ enum end {
 	END_PIPE,	/* stdout's reader went away: exit 141, quietly */
 	END_FAIL,	/* an error, already described in msg: exit 1 */
 };
+
+/* A --kv-type argument, or exit 2 naming the types. */
+static int
+cache_type(const char *opt, const char *arg)
+{
+	int t = kv_type_parse(arg);
+
+	if (t < 0)
+		die(2, "%s: '%s': expected f32, f16, q8_0 or q4_0", opt, arg);
+	return t;
+}
 
 struct run {
 	struct model m;
@@ -112,6 +123,9 @@ print_stats(const struct run *r)
 		json_num(&j, "prefill_tok_s", prefill_tps);
 		json_num(&j, "decode_tok_s", decode_tps);
 		json_int(&j, "kv_bytes", (long long)kv_bytes(&r->kv));
+		json_str(&j, "kv_type_k", kv_type_name(r->kv.k_type));
+		json_str(&j, "kv_type_v", kv_type_name(r->kv.v_type));
+		json_num(&j, "kv_bytes_per_pos", kv_bytes_per_pos(&r->kv));
 		json_int(&j, "kv_resident_bytes", (long long)kv_resident_bytes(&r->kv));
 		json_num(&j, "kv_grow_ms", r->kv.grow_seconds * 1e3);
 		json_int(&j, "kv_capacity", r->kv.cap);
@@ -234,6 +248,10 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 		    "this model %02x%02x%02x%02x...)", path, snap.meta.fingerprint[0],
 		    snap.meta.fingerprint[1], snap.meta.fingerprint[2], snap.meta.fingerprint[3],
 		    fp[0], fp[1], fp[2], fp[3]);
+	if (snap.meta.k_type != r->kv.k_type || snap.meta.v_type != r->kv.v_type)
+		die(1, "%s: the snapshot's cache is k %s v %s, this run's k %s v %s: resume with "
+		    "the same --kv-type, or recompute", path, kv_type_name(snap.meta.k_type),
+		    kv_type_name(snap.meta.v_type), kv_type_name(r->kv.k_type), kv_type_name(r->kv.v_type));
 	if ((r->reused = snapshot_resume(&snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
 	snapshot_close(&snap);
@@ -247,7 +265,8 @@ save(struct run *r)
 		.n_layers = (uint32_t)c->n_layers, .n_kv_heads = (uint32_t)c->n_kv_heads,
 		.head_dim = (uint32_t)c->head_dim, .kv_dim = (uint32_t)c->kv_dim,
 		.max_ctx = (uint32_t)r->kv.max_ctx, .rope_dim = (uint32_t)c->rope_dim,
-		.rope_base = c->rope_base,
+		.rope_base = c->rope_base, .k_type = r->kv.k_type, .v_type = r->kv.v_type,
+		.rot = (uint32_t)r->kv.rot,
 	};
 
 	model_fingerprint(&r->m, meta.fingerprint);
@@ -312,7 +331,8 @@ int
 main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
-		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT };
+		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
+		O_KV_TYPE_K, O_KV_TYPE_V };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -324,6 +344,9 @@ main(int argc, char *argv[])
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
 		{ "kv-in", required_argument, NULL, O_KV_IN },
 		{ "kv-out", required_argument, NULL, O_KV_OUT },
+		{ "kv-type", required_argument, NULL, O_KV_TYPE },
+		{ "kv-type-k", required_argument, NULL, O_KV_TYPE_K },
+		{ "kv-type-v", required_argument, NULL, O_KV_TYPE_V },
 		{ "score", no_argument, NULL, O_SCORE },
 		{ "stats", no_argument, NULL, O_STATS },
 		{ "stats-json", no_argument, NULL, O_STATS_JSON },
@@ -337,6 +360,7 @@ main(int argc, char *argv[])
 	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, seed_set = 0, greedy = 0, status;
+	int kv_type = -1, k_type = -1, v_type = -1;
 	int *ids, n_ids, c;
 	enum end end;
 
@@ -369,6 +393,9 @@ main(int argc, char *argv[])
 		case O_PREALLOC: prealloc = 1; break;
 		case O_KV_IN: kv_in = optarg; break;
 		case O_KV_OUT: r.kv_out = optarg; break;
+		case O_KV_TYPE: kv_type = cache_type("--kv-type", optarg); break;
+		case O_KV_TYPE_K: k_type = cache_type("--kv-type-k", optarg); break;
+		case O_KV_TYPE_V: v_type = cache_type("--kv-type-v", optarg); break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: r.stats = 1; break;
 		case O_STATS_JSON: r.stats_json = 1; break;
@@ -385,6 +412,11 @@ main(int argc, char *argv[])
 		temp = 0;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
+	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
+		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
+		    "--kv-type-v");
+	if (kv_type >= 0)
+		k_type = v_type = kv_type;
 	/* A write past a file size limit must fail with EFBIG, not kill us. */
 	signal(SIGXFSZ, SIG_IGN);
 	/* A reader that goes away is noticed as EPIPE: the cache can still be saved. */
@@ -400,8 +432,9 @@ main(int argc, char *argv[])
 	if (ctx > r.m.c.context_length)
 		warnx_("--ctx %d is beyond the model's context_length %d", ctx,
 		    r.m.c.context_length);
-	if (kv_init(&r.kv, r.m.c.n_layers, r.m.c.kv_dim,
-	    ctx ? ctx : r.m.c.context_length, prealloc) < 0)
+	if (kv_init_types(&r.kv, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
+	    ctx ? ctx : r.m.c.context_length, prealloc, k_type < 0 ? KV_F32 : k_type,
+	    v_type < 0 ? KV_F32 : v_type) < 0)
 		die(1, "%s", llm_err());
 
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);

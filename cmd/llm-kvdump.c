@@ -34,6 +34,7 @@ main(int argc, char *argv[])
 	const char *path;
 	int c, raw = 0, tokens = 0, w, k = 0, v = 0;
 	uint32_t l, p, d;
+	float *row;
 
 	argv0 = "llm-kvdump";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -76,16 +77,16 @@ main(int argc, char *argv[])
 
 	if (!raw && printf("layer\tkv\tpos\thead\tdim\tvalue\n") < 0)
 		die(1, "stdout:");
+	row = xmalloc(s.meta.kv_dim * sizeof *row);
 	for (l = sl.l0; l < sl.l1; l++)
 		for (w = 0; w < 2; w++) {
-			const float *x;
 			if (sl.which >= 0 && w != sl.which)
 				continue;
 			if (snapshot_verify_block(&s, l, w) < 0)
 				die(1, "%s: %s", path, llm_err());
-			x = snapshot_block(&s, l, w);
 			for (p = sl.p0; p < sl.p1; p++) {
-				const float *row = x + (uint64_t)p * s.meta.kv_dim;
+				/* as the model computed it: dequantized, rotated back */
+				snapshot_row(&s, l, w, p, row);
 				if (raw) {
 					if (fwrite(row + sl.d0, sizeof(float), sl.d1 - sl.d0, stdout) != sl.d1 - sl.d0)
 						die(1, "stdout:");
@@ -99,6 +100,7 @@ main(int argc, char *argv[])
 		}
 	if (fflush(stdout) == EOF)
 		die(1, "stdout:");
+	free(row);
 	snapshot_close(&s);
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/kv.h"
 #include "../lib/snapshot.h"
 #include "../lib/util.h"
 
@@ -22,18 +23,20 @@ usage(int status)
 	exit(status);
 }
 
+/* Statistics of a layer's K (which 0) or V, over the values as the model computed them. */
 static void
-block_stats(const float *x, uint32_t n_pos, uint32_t dim, double *chan, struct stat_row *st)
+block_stats(const struct snapshot *s, uint32_t layer, int which, float *row, double *chan,
+    struct stat_row *st)
 {
+	uint32_t n_pos = s->n_pos, dim = s->meta.kv_dim, p, d;
 	double sum_abs = 0, sum_sq = 0;
 	uint64_t i, n = (uint64_t)n_pos * dim;
-	uint32_t p, d;
 
 	st->min = INFINITY;
 	st->max = -INFINITY;
 	memset(chan, 0, dim * sizeof *chan);
 	for (p = 0; p < n_pos; p++) {
-		const float *row = x + (uint64_t)p * dim;
+		snapshot_row(s, layer, which, p, row);
 		for (d = 0; d < dim; d++) {
 			float v = row[d];
 			st->min = v < st->min ? v : st->min;
@@ -100,6 +103,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 	double cell_w = cols ? (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols) : 1;
 	double panel_w = cols * (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols);
 	int height = TOP + 2 * ((int)L * ROW_H + PANEL_GAP) + 20, width = LEFT + (int)panel_w + 120;
+	float *row = xmalloc(s->meta.kv_dim * sizeof *row);
 	FILE *fp;
 	uint32_t l, c, p, d;
 	int w, r, g, b;
@@ -112,15 +116,15 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 		norm[w] = xcalloc((size_t)L * cols, sizeof(double));
 		lo[w] = INFINITY, hi[w] = -INFINITY;
 		for (l = 0; l < L; l++) {
-			const float *x = snapshot_block(s, l0 + l, w);
 			for (c = 0; c < cols && P > 0; c++) {
 				/* Positions are binned when there are more than COLS_MAX. */
 				uint32_t p0 = (uint32_t)((uint64_t)c * P / cols), p1 = (uint32_t)((uint64_t)(c + 1) * P / cols);
 				double acc = 0;
 				for (p = p0; p < p1; p++) {
 					double ss = 0;
+					snapshot_row(s, l0 + l, w, p, row);
 					for (d = 0; d < s->meta.kv_dim; d++)
-						ss += (double)x[(uint64_t)p * s->meta.kv_dim + d] * x[(uint64_t)p * s->meta.kv_dim + d];
+						ss += (double)row[d] * row[d];
 					acc += sqrt(ss);
 				}
 				norm[w][(size_t)l * cols + c] = acc / (p1 - p0);
@@ -185,6 +189,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 		free(norm[w]);
 	}
 	fprintf(fp, "</svg>\n");
+	free(row);
 	if (fclose(fp) != 0)
 		die(1, "%s:", path);
 }
@@ -208,6 +213,9 @@ main(int argc, char *argv[])
 	uint32_t l, lo, hi;
 	int c, json = 0, w;
 	uint64_t dense;
+	double per_pos;
+	float *row;
+	char types[80];
 
 	argv0 = "llm-kvstat";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -234,24 +242,38 @@ main(int argc, char *argv[])
 	hex(s.meta.fingerprint, 32, fp);
 	dense = 2ull * s.meta.n_layers * s.meta.max_ctx * s.meta.kv_dim * sizeof(float);
 	chan = xcalloc(s.meta.kv_dim, sizeof *chan);
+	row = xmalloc(s.meta.kv_dim * sizeof *row);
+	/* a whole group of positions, so that grouped keys count what they take */
+	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, (int)s.meta.kv_dim, KV_GROUP) +
+	    kv_block_bytes_of(s.meta.v_type, 1, (int)s.meta.kv_dim, KV_GROUP)) / KV_GROUP *
+	    s.meta.n_layers;
+	if (s.meta.k_type == s.meta.v_type)
+		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));
+	else
+		snprintf(types, sizeof types, "k %s, v %s", kv_type_name(s.meta.k_type),
+		    kv_type_name(s.meta.v_type));
 
 	if (json) {
 		printf("{\"file\":");
 		json_write_string(stdout, path);
 		printf(",\"version\":%u,\"fingerprint\":\"%s\",\"layers\":%u,\"kv_heads\":%u,"
 		    "\"head_dim\":%u,\"kv_dim\":%u,\"positions\":%u,\"max_ctx\":%u,"
-		    "\"element_type\":\"f32\",\"rope_dim\":%u,\"rope_base\":%.9g,"
+		    "\"k_type\":\"%s\",\"v_type\":\"%s\",\"bytes_per_position\":%.6g,"
+		    "\"rope_dim\":%u,\"rope_base\":%.9g,"
 		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,\"per_layer\":[",
 		    s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
-		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, s.meta.rope_dim, s.meta.rope_base,
+		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, kv_type_name(s.meta.k_type),
+		    kv_type_name(s.meta.v_type), per_pos, s.meta.rope_dim, s.meta.rope_base,
 		    s.size, (unsigned long long)dense);
 	} else {
 		printf("file          %s\nversion       %u\nfingerprint   %s\n"
 		    "layers        %u\nkv heads      %u\nhead_dim      %u\nkv_dim        %u\n"
-		    "positions     %u\nmax_ctx       %u\nelement type  f32\n"
-		    "bytes on disk %zu\ndense max_ctx %llu bytes (K and V for all %u positions)\n\n",
+		    "positions     %u\nmax_ctx       %u\nelement type  %s\n"
+		    "per position  %.6g bytes (K and V, all layers; f32 takes %llu)\n"
+		    "bytes on disk %zu\ndense max_ctx %llu bytes (f32 K and V for all %u positions)\n\n",
 		    path, s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
-		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, s.size, (unsigned long long)dense,
+		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, types, per_pos,
+		    2ull * s.meta.n_layers * s.meta.kv_dim * 4, s.size, (unsigned long long)dense,
 		    s.meta.max_ctx);
 		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s\n", "layer",
 		    "K min", "K max", "K mean|x|", "K rms", "K chan", "V min", "V max",
@@ -259,7 +281,7 @@ main(int argc, char *argv[])
 	}
 	for (l = lo; l < hi; l++) {
 		for (w = 0; w < 2; w++)
-			block_stats(snapshot_block(&s, l, w), s.n_pos, s.meta.kv_dim, chan, &st[w]);
+			block_stats(&s, l, w, row, chan, &st[w]);
 		if (json) {
 			printf("%s{\"layer\":%u", l > lo ? "," : "", l);
 			for (w = 0; w < 2; w++) {
@@ -287,6 +309,7 @@ main(int argc, char *argv[])
 	if (svg)
 		write_svg(&s, svg, path, lo, hi - lo);
 	free(chan);
+	free(row);
 	snapshot_close(&s);
 	if (fflush(stdout) == EOF)
 		die(1, "stdout:");

@@ -203,11 +203,8 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	kv->max_ctx = max_ctx;
 	kv->k_type = k_type;
 	kv->v_type = v_type;
-	/* The rotation's block: a power of two that divides the head, at most 32. */
-	kv->rot = head_dim & -head_dim;
-	if (kv->rot > 32)
-		kv->rot = 32;
-	kv->v_rotated = (v_type == KV_Q8_0 || v_type == KV_Q4_0) && kv->rot > 1;
+	kv->rot = kv_rot_of(v_type, head_dim);
+	kv->v_rotated = kv->rot > 0;
 	nb = ((size_t)kv->kv_dim + 31) / 32;	/* blocks of a quantized row, the last padded */
 	for (int which = 0; which < 2; which++) {
 		int type = which ? v_type : k_type;
@@ -530,6 +527,33 @@ kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 		quant_hadamard(out, (size_t)kv->kv_dim, kv->rot);
 }
 
+void
+kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int n, int pos,
+    float *out)
+{
+	size_t nb = ((size_t)kv_dim + 31) / 32, row, group;
+	int complete;
+
+	if (which == 0 && (type == KV_Q8_0 || type == KV_Q4_0)) {
+		/* the complete groups, then the f16 rows of the positions after them */
+		group = (size_t)kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
+		    sizeof(struct block_q4_1));
+		complete = n / KV_GROUP;
+		if (pos < complete * KV_GROUP)
+			decode_group(type, (const char *)block + (size_t)(pos / KV_GROUP) * group,
+			    pos % KV_GROUP, 0, kv_dim, out);
+		else
+			decode_tail((const uint16_t *)((const char *)block + (size_t)complete * group) +
+			    (size_t)(pos - complete * KV_GROUP) * kv_dim, 0, kv_dim, out);
+		return;
+	}
+	row = type == KV_F32 ? (size_t)kv_dim * 4 : type == KV_F16 ? (size_t)kv_dim * 2 :
+	    nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) : sizeof(struct block_q4_0));
+	decode_span(type, (const char *)block + (size_t)pos * row, 0, kv_dim, out);
+	if (which && rot > 1 && (type == KV_Q8_0 || type == KV_Q4_0))
+		quant_hadamard(out, (size_t)kv_dim, rot);
+}
+
 /* ---- the rest of the founding interface ---- */
 
 int
@@ -591,10 +615,33 @@ kv_resident_bytes(const struct kv *kv)
 }
 
 size_t
+kv_block_bytes_of(int type, int which, int kv_dim, int n)
+{
+	size_t nb = ((size_t)kv_dim + 31) / 32;
+
+	switch (type) {
+	case KV_F32: return (size_t)n * kv_dim * 4;
+	case KV_F16: return (size_t)n * kv_dim * 2;
+	}
+	if (which)
+		return (size_t)n * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
+		    sizeof(struct block_q4_0));
+	return (size_t)(n / KV_GROUP) * kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
+	    sizeof(struct block_q4_1)) + (size_t)(n % KV_GROUP) * kv_dim * sizeof(uint16_t);
+}
+
+size_t
 kv_block_bytes(const struct kv *kv, int which, int n)
 {
-	if (grouped(kv, which))
-		return (size_t)(n / KV_GROUP) * kv->k_unit +
-		    (size_t)(n % KV_GROUP) * kv->kv_dim * sizeof *kv->tail;
-	return (size_t)n * unit_bytes(kv, which);
+	return kv_block_bytes_of(which ? kv->v_type : kv->k_type, which, kv->kv_dim, n);
+}
+
+int
+kv_rot_of(int v_type, int head_dim)
+{
+	int rot = head_dim & -head_dim;
+
+	if (v_type != KV_Q8_0 && v_type != KV_Q4_0)
+		return 0;
+	return rot > 32 ? 32 : rot > 1 ? rot : 0;
 }

@@ -63,7 +63,7 @@ struct kv {
 
 	int k_type, v_type;
 	int head_dim;
-	int rot;		/* the Hadamard block of rotated values */
+	int rot;		/* the Hadamard block of rotated values (kv_rot_of), 0 if none */
 	int v_rotated;
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
 	uint16_t *tail;		/* grouped keys: the newest rows in f16, [layer][KV_TAIL][kv_dim], a ring */
@@ -158,6 +158,15 @@ size_t kv_resident_bytes(const struct kv *kv);
  * them, each at kv_tail_row().
  */
 size_t kv_block_bytes(const struct kv *kv, int which, int n);
+size_t kv_block_bytes_of(int type, int which, int kv_dim, int n);
+/* The Hadamard block of values of the type: a power of two dividing head_dim, at most 32; 0 if not rotated. */
+int kv_rot_of(int v_type, int head_dim);
+/*
+ * Row pos of such a block of n positions, from its bytes alone, as
+ * kv_row() gives it: for the tools, which read blocks in a file.
+ */
+void kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int n, int pos,
+    float *out);
 void *kv_unit(const struct kv *kv, int which, int layer, int unit);
 uint16_t *kv_tail_row(const struct kv *kv, int layer, int pos);
 

@@ -86,8 +86,10 @@ align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) / a * a;
 }
 
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
@@ -123,6 +125,29 @@ write_zeros(int fd, size_t n)
 	return 0;
 }
 
+/*
+ * A layer's K or V block of n positions, contiguous: row stores are, in
+ * the cache itself; grouped keys are assembled (groups, then f16 rows)
+ * into *buf, which the caller frees.
+ */
+static const void *
+block_of(const struct kv *kv, int layer, int which, int n, void **buf)
+{
+	size_t groups, row = (size_t)kv->kv_dim * sizeof(uint16_t);
+	char *p;
+	int pos;
+
+	*buf = NULL;
+	if (which || !kv->tail)
+		return kv_unit(kv, which, layer, 0);
+	groups = (size_t)(n / KV_GROUP) * kv->k_unit;
+	p = *buf = xmalloc(kv_block_bytes(kv, 0, n) + 1);
+	memcpy(p, kv_unit(kv, 0, layer, 0), groups);
+	for (pos = n / KV_GROUP * KV_GROUP; pos < n; pos++)
+		memcpy(p + groups + (size_t)(pos % KV_GROUP) * row, kv_tail_row(kv, layer, pos), row);
+	return p;
+}
+
 int
 snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *kv,
     const int *tokens, int n_pos)
@@ -130,24 +155,32 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	uint64_t dir_offset = align_up(SNAP_HEADER_SIZE + 4ull * n_pos, 8);
 	uint64_t meta_end = dir_offset + (uint64_t)SNAP_DIR_ENTRY * meta->n_layers;
 	uint64_t data_offset = align_up(meta_end, SNAP_ALIGN);
-	uint64_t block = (uint64_t)n_pos * meta->kv_dim * sizeof(float);
-	uint64_t stride = align_up(block, SNAP_ALIGN), off;
+	uint64_t block[2], stride[2], off;
 	char *copy = strdup(path), *dir = strdup(dirname(copy)), *tmp = NULL;
+	const void *data;
+	void *buf = NULL;
 	uint8_t *m;
 	uint32_t l;
-	int fd = -1, dfd, i;
+	int fd = -1, dfd, i, w;
 
 	if (n_pos < 0 || n_pos > kv->seq_len || (uint32_t)kv->kv_dim != meta->kv_dim ||
-	    (uint32_t)kv->n_layers != meta->n_layers) {
+	    (uint32_t)kv->n_layers != meta->n_layers || kv->k_type != meta->k_type ||
+	    kv->v_type != meta->v_type) {
 		llm_seterr("snapshot: %d positions do not fit the cache", n_pos);
 		free(copy), free(dir);
 		return -1;
 	}
+	for (w = 0; w < 2; w++) {
+		block[w] = kv_block_bytes(kv, w, n_pos);
+		stride[w] = align_up(block[w], SNAP_ALIGN);
+	}
 	m = xcalloc(1, (size_t)data_offset);
 	memcpy(m, SNAP_MAGIC, 8);
-	put32(m + 8, SNAP_VERSION);
+	/* An f32 cache is a version 1 file, as before the types: old readers still read it. */
+	put32(m + 8, kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2);
 	put32(m + 12, SNAP_HEADER_SIZE);
-	put32(m + 16, SNAP_F32);
+	put16(m + 16, (uint16_t)kv->k_type);
+	put16(m + 18, (uint16_t)kv->v_type);
 	put32(m + 20, meta->n_layers);
 	put32(m + 24, meta->n_kv_heads);
 	put32(m + 28, meta->head_dim);
@@ -156,25 +189,25 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	put32(m + 40, meta->max_ctx);
 	put32(m + 44, meta->rope_dim);
 	memcpy(m + 48, &meta->rope_base, 4);
-	put32(m + 52, 0);
+	put32(m + 52, (uint32_t)kv->rot);
 	memcpy(m + 56, meta->fingerprint, 32);
 	put64(m + 88, SNAP_HEADER_SIZE);
 	put64(m + 96, dir_offset);
 	put64(m + 104, data_offset);
-	put64(m + 112, data_offset + 2 * stride * meta->n_layers);
+	put64(m + 112, data_offset + (stride[0] + stride[1]) * meta->n_layers);
 	for (i = 0; i < n_pos; i++)
 		put32(m + SNAP_HEADER_SIZE + 4 * i, (uint32_t)tokens[i]);
 	off = data_offset;
 	for (l = 0; l < meta->n_layers; l++) {
 		uint8_t *e = m + dir_offset + SNAP_DIR_ENTRY * l;
-		/* Rows [0, n_pos) of a layer are contiguous in the cache. */
-		put64(e, off);
-		put64(e + 8, block);
-		put64(e + 16, snapshot_sum(kv_k_read(kv, (int)l, 0), (size_t)block));
-		put64(e + 24, off + stride);
-		put64(e + 32, block);
-		put64(e + 40, snapshot_sum(kv_v_read(kv, (int)l, 0), (size_t)block));
-		off += 2 * stride;
+		for (w = 0; w < 2; w++) {
+			data = block_of(kv, (int)l, w, n_pos, &buf);
+			put64(e + 24 * w, off);
+			put64(e + 24 * w + 8, block[w]);
+			put64(e + 24 * w + 16, snapshot_sum(data, (size_t)block[w]));
+			free(buf);
+			off += stride[w];
+		}
 	}
 	put64(m + 120, snapshot_sum(m, (size_t)meta_end));
 
@@ -184,6 +217,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		snprintf(tmp, strlen(path) + 32, "%s/.%s.tmp-XXXXXX", dir, b);
 		free(base);
 	}
+	buf = NULL;
 	if ((fd = mkstemp(tmp)) < 0)
 		goto fail;
 	{
@@ -196,11 +230,14 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	if (write_all(fd, m, (size_t)data_offset) < 0)
 		goto fail;
 	for (l = 0; l < meta->n_layers; l++)
-		if (write_all(fd, kv_k_read(kv, (int)l, 0), (size_t)block) < 0 ||
-		    write_zeros(fd, (size_t)(stride - block)) < 0 ||
-		    write_all(fd, kv_v_read(kv, (int)l, 0), (size_t)block) < 0 ||
-		    write_zeros(fd, (size_t)(stride - block)) < 0)
-			goto fail;
+		for (w = 0; w < 2; w++) {
+			data = block_of(kv, (int)l, w, n_pos, &buf);
+			if (write_all(fd, data, (size_t)block[w]) < 0 ||
+			    write_zeros(fd, (size_t)(stride[w] - block[w])) < 0)
+				goto fail;
+			free(buf);
+			buf = NULL;
+		}
 	if (fsync(fd) < 0)
 		goto fail;	/* fail closes fd */
 	if (close(fd) < 0) {
@@ -223,7 +260,7 @@ fail:
 		close(fd);	/* after llm_seterr: close may change errno */
 	if (tmp)
 		unlink(tmp);
-	free(m), free(tmp), free(copy), free(dir);
+	free(buf), free(m), free(tmp), free(copy), free(dir);
 	return -1;
 }
 
@@ -262,7 +299,7 @@ snapshot_open(struct snapshot *s, const char *path)
 	char msg[256];
 	struct stat st;
 	const uint8_t *h;
-	uint64_t meta_end, block, file_size, sum;
+	uint64_t meta_end, block[2], file_size, sum;
 	struct interval *iv;
 	uint32_t l, header_size, n;
 	uint8_t *copy;
@@ -294,13 +331,15 @@ snapshot_open(struct snapshot *s, const char *path)
 	if (memcmp(h, SNAP_MAGIC, 8) != 0)
 		return bad(s, "bad magic: not an llm-kv snapshot");
 	s->version = get32(h + 8);
-	if (s->version != SNAP_VERSION) {
+	if (s->version < 1 || s->version > SNAP_VERSION) {
 		snprintf(msg, sizeof msg, "snapshot format version %u is not supported "
-		    "(this build reads version %u)", s->version, SNAP_VERSION);
+		    "(this build reads versions 1 to %u)", s->version, SNAP_VERSION);
 		return bad(s, msg);
 	}
 	header_size = get32(h + 12);
-	s->elem_type = get32(h + 16);
+	s->meta.k_type = get16(h + 16);
+	s->meta.v_type = get16(h + 18);
+	s->meta.rot = get32(h + 52);
 	s->meta.n_layers = get32(h + 20);
 	s->meta.n_kv_heads = get32(h + 24);
 	s->meta.head_dim = get32(h + 28);
@@ -315,9 +354,15 @@ snapshot_open(struct snapshot *s, const char *path)
 	file_size = get64(h + 112);
 	if (header_size != SNAP_HEADER_SIZE)
 		return bad(s, "bad header size");
-	if (s->elem_type != SNAP_F32) {
-		snprintf(msg, sizeof msg, "element type %u is not supported (this build reads f32, 0)",
-		    s->elem_type);
+	if (!kv_type_name(s->meta.k_type) || !kv_type_name(s->meta.v_type)) {
+		snprintf(msg, sizeof msg, "%s type %d is not supported (f32 0, f16 1, q4_0 2, q8_0 8 are)",
+		    kv_type_name(s->meta.k_type) ? "value" : "key",
+		    kv_type_name(s->meta.k_type) ? s->meta.v_type : s->meta.k_type);
+		return bad(s, msg);
+	}
+	if (s->version == 1 && (s->meta.k_type != KV_F32 || s->meta.v_type != KV_F32)) {
+		snprintf(msg, sizeof msg, "a version 1 snapshot holds f32 keys and values, not k %s v %s",
+		    kv_type_name(s->meta.k_type), kv_type_name(s->meta.v_type));
 		return bad(s, msg);
 	}
 	/* Bounded by what a model can have, and multiplied in 64 bits: never wraps. */
@@ -328,6 +373,11 @@ snapshot_open(struct snapshot *s, const char *path)
 	    s->meta.kv_dim > KV_MAX_DIM || s->meta.rope_dim > s->meta.head_dim ||
 	    s->meta.max_ctx < 1 || s->meta.max_ctx > KV_MAX_CTX)
 		return bad(s, "bad shape in header");
+	if (s->meta.rot != (uint32_t)kv_rot_of(s->meta.v_type, (int)s->meta.head_dim)) {
+		snprintf(msg, sizeof msg, "rotation block %u does not match %s values of head_dim %u",
+		    s->meta.rot, kv_type_name(s->meta.v_type), s->meta.head_dim);
+		return bad(s, msg);
+	}
 	if (s->n_pos > s->meta.max_ctx) {
 		snprintf(msg, sizeof msg, "n_pos %u is more than max_ctx %u", s->n_pos, s->meta.max_ctx);
 		return bad(s, msg);
@@ -353,7 +403,8 @@ snapshot_open(struct snapshot *s, const char *path)
 		return bad(s, "header checksum mismatch: the header, tokens or directory are corrupt");
 	s->tokens = h + SNAP_HEADER_SIZE;
 
-	block = (uint64_t)s->n_pos * s->meta.kv_dim * sizeof(float);
+	block[0] = kv_block_bytes_of(s->meta.k_type, 0, (int)s->meta.kv_dim, (int)s->n_pos);
+	block[1] = kv_block_bytes_of(s->meta.v_type, 1, (int)s->meta.kv_dim, (int)s->n_pos);
 	n = 2 * s->meta.n_layers;
 	s->dir = xcalloc(s->meta.n_layers, sizeof *s->dir);
 	iv = xcalloc(n, sizeof *iv);
@@ -363,8 +414,9 @@ snapshot_open(struct snapshot *s, const char *path)
 
 		d->k_offset = get64(e), d->k_length = get64(e + 8), d->k_sum = get64(e + 16);
 		d->v_offset = get64(e + 24), d->v_length = get64(e + 32), d->v_sum = get64(e + 40);
-		if (d->k_length != block || d->v_length != block) {
-			snprintf(msg, sizeof msg, "layer %u: block length does not match n_pos x kv_dim", l);
+		if (d->k_length != block[0] || d->v_length != block[1]) {
+			snprintf(msg, sizeof msg, "layer %u: block length does not match n_pos, kv_dim "
+			    "and the types", l);
 			free(iv);
 			return bad(s, msg);
 		}
@@ -374,17 +426,17 @@ snapshot_open(struct snapshot *s, const char *path)
 			return bad(s, msg);
 		}
 		if (d->k_offset < s->data_offset || d->v_offset < s->data_offset ||
-		    d->k_offset > s->size || s->size - d->k_offset < block ||
-		    d->v_offset > s->size || s->size - d->v_offset < block) {
+		    d->k_offset > s->size || s->size - d->k_offset < block[0] ||
+		    d->v_offset > s->size || s->size - d->v_offset < block[1]) {
 			snprintf(msg, sizeof msg, "layer %u: block outside the data area of the file", l);
 			free(iv);
 			return bad(s, msg);
 		}
-		iv[2 * l] = (struct interval){ d->k_offset, d->k_offset + block };
-		iv[2 * l + 1] = (struct interval){ d->v_offset, d->v_offset + block };
+		iv[2 * l] = (struct interval){ d->k_offset, d->k_offset + block[0] };
+		iv[2 * l + 1] = (struct interval){ d->v_offset, d->v_offset + block[1] };
 	}
 	qsort(iv, n, sizeof *iv, by_start);
-	for (l = 1; l < n && block > 0; l++)
+	for (l = 1; l < n; l++)
 		if (iv[l].start < iv[l - 1].end) {
 			free(iv);
 			return bad(s, "blocks overlap");
@@ -399,10 +451,23 @@ snapshot_token(const struct snapshot *s, uint32_t pos)
 	return get32(s->tokens + 4 * pos);
 }
 
-const float *
+const void *
 snapshot_block(const struct snapshot *s, uint32_t layer, int which)
 {
-	return (const float *)(s->map + (which ? s->dir[layer].v_offset : s->dir[layer].k_offset));
+	return s->map + (which ? s->dir[layer].v_offset : s->dir[layer].k_offset);
+}
+
+static size_t
+block_length(const struct snapshot *s, uint32_t layer, int which)
+{
+	return (size_t)(which ? s->dir[layer].v_length : s->dir[layer].k_length);
+}
+
+void
+snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t pos, float *out)
+{
+	kv_block_row(which ? s->meta.v_type : s->meta.k_type, which, (int)s->meta.kv_dim,
+	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)s->n_pos, (int)pos, out);
 }
 
 int
@@ -410,7 +475,7 @@ snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which)
 {
 	const struct snap_dir *d = &s->dir[layer];
 
-	if (snapshot_sum(snapshot_block(s, layer, which), (size_t)d->k_length) !=
+	if (snapshot_sum(snapshot_block(s, layer, which), block_length(s, layer, which)) !=
 	    (which ? d->v_sum : d->k_sum)) {
 		llm_seterr("layer %u: %c block checksum mismatch: the data is corrupt",
 		    layer, which ? 'V' : 'K');
@@ -427,8 +492,8 @@ static int
 verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size_t ncopy)
 {
 	enum { SEG = 1 << 16 };
-	const uint8_t *src = (const uint8_t *)snapshot_block(s, layer, which);
-	size_t len = (size_t)s->dir[layer].k_length, off, n;
+	const uint8_t *src = snapshot_block(s, layer, which);
+	size_t len = block_length(s, layer, which), off, n;
 	struct sum_state st;
 
 	sum_init(&st);
@@ -446,18 +511,34 @@ verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size
 	return 0;
 }
 
+/* With grouped keys, the positions [0, n) the file can give: see snapshot_load. */
+static int
+loadable(const struct snapshot *s, uint32_t n)
+{
+	int grouped = s->meta.k_type == KV_Q8_0 || s->meta.k_type == KV_Q4_0;
+
+	return !grouped || n % KV_GROUP == 0 || n / KV_GROUP == s->n_pos / KV_GROUP;
+}
+
 int
 snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 {
-	size_t row = (size_t)s->meta.kv_dim * sizeof(float);
-	uint32_t l;
+	size_t groups, row = (size_t)s->meta.kv_dim * sizeof(uint16_t);
+	const uint8_t *tail;
+	uint32_t l, p;
 
 	if ((uint32_t)kv->n_layers != s->meta.n_layers || (uint32_t)kv->kv_dim != s->meta.kv_dim) {
 		llm_seterr("snapshot shape %u layers x %u does not match the cache's %d x %d",
 		    s->meta.n_layers, s->meta.kv_dim, kv->n_layers, kv->kv_dim);
 		return -1;
 	}
-	if (n > s->n_pos) {
+	if (kv->k_type != s->meta.k_type || kv->v_type != s->meta.v_type) {
+		llm_seterr("the snapshot's cache is k %s v %s, this one k %s v %s",
+		    kv_type_name(s->meta.k_type), kv_type_name(s->meta.v_type),
+		    kv_type_name(kv->k_type), kv_type_name(kv->v_type));
+		return -1;
+	}
+	if (n > s->n_pos || !loadable(s, n)) {
 		llm_seterr("snapshot has %u positions, not %u", s->n_pos, n);
 		return -1;
 	}
@@ -467,14 +548,23 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 	/*
 	 * Every block is checked, even past n: a damaged file is refused
 	 * whatever part of it is used.  Rows [0, n) of a layer are contiguous
-	 * in both the file and the cache.
+	 * in both the file and the cache; so are grouped keys' groups, whose
+	 * f16 rows after them go to the ring.
 	 */
-	for (l = 0; l < s->meta.n_layers; l++)
-		if (verify_copy(s, l, 0, kv_k_write(kv, (int)l, 0), n * row) < 0 ||
-		    verify_copy(s, l, 1, kv_v_write(kv, (int)l, 0), n * row) < 0) {
+	groups = (size_t)(n / KV_GROUP) * kv->k_unit;
+	for (l = 0; l < s->meta.n_layers; l++) {
+		if (verify_copy(s, l, 0, kv_unit(kv, 0, (int)l, 0),
+		    kv->tail ? groups : kv_block_bytes(kv, 0, (int)n)) < 0 ||
+		    verify_copy(s, l, 1, kv_unit(kv, 1, (int)l, 0), kv_block_bytes(kv, 1, (int)n)) < 0) {
 			kv_clear(kv);
 			return -1;
 		}
+		tail = (const uint8_t *)snapshot_block(s, l, 0) + (size_t)(s->n_pos / KV_GROUP) * kv->k_unit;
+		for (p = n / KV_GROUP * KV_GROUP; kv->tail && p < n; p++)
+			memcpy(kv_tail_row(kv, (int)l, (int)p), tail + (size_t)(p % KV_GROUP) * row, row);
+	}
+	kv->written = (int)n;
+	kv->groups = kv->tail ? (int)n / KV_GROUP : 0;
 	return 0;
 }
 
@@ -487,6 +577,8 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 		lcp++;
 	if (lcp > 0 && (int)lcp == n_ids)
 		lcp--;
+	if (!loadable(s, lcp))
+		lcp = lcp / KV_GROUP * KV_GROUP;	/* the rest of its group is recomputed */
 	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
 }
 

@@ -8,17 +8,17 @@
 #include "kv.h"
 
 #define SNAP_MAGIC "LLMKVSNP"
-#define SNAP_VERSION 1
+#define SNAP_VERSION 2		/* the highest this build reads; f32 caches are written as 1 */
 #define SNAP_HEADER_SIZE 128
 #define SNAP_ALIGN 4096
 #define SNAP_DIR_ENTRY 48
-#define SNAP_F32 0
-
 /* What a snapshot says about the model and the cache. */
 struct snap_meta {
 	uint32_t n_layers, n_kv_heads, head_dim, kv_dim, max_ctx, rope_dim;
 	float rope_base;
 	uint8_t fingerprint[32];
+	int k_type, v_type;	/* KV_F32 ... (kv.h) */
+	uint32_t rot;		/* the Hadamard block of the values, 0 if not rotated */
 };
 
 struct snap_dir {
@@ -29,7 +29,7 @@ struct snap_dir {
 struct snapshot {
 	const uint8_t *map;
 	size_t size;
-	uint32_t version, elem_type, n_pos;
+	uint32_t version, n_pos;
 	struct snap_meta meta;
 	uint64_t dir_offset, data_offset;
 	const uint8_t *tokens;		/* n_pos little-endian uint32 */
@@ -51,22 +51,29 @@ int snapshot_open(struct snapshot *s, const char *path);
 void snapshot_close(struct snapshot *s);
 
 uint32_t snapshot_token(const struct snapshot *s, uint32_t pos);
-/* The K (which 0) or V (1) block of a layer: n_pos rows of kv_dim floats. */
-const float *snapshot_block(const struct snapshot *s, uint32_t layer, int which);
+/* The K (which 0) or V (1) block of a layer, as stored (llm-kv(5)). */
+const void *snapshot_block(const struct snapshot *s, uint32_t layer, int which);
+/* Row pos of a block, dequantized and rotated back: kv_dim floats into out. */
+void snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t pos, float *out);
 /* Check one block's checksum; 0 or -1 with llm_err() naming it. */
 int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
 
 /*
  * Verify every block, then copy positions [0, n) into an empty cache of
- * the same shape, which grows to hold them by its doubling rule.
+ * the same shape and types, which grows to hold them by its doubling
+ * rule.  With grouped keys, n must end a group or lie in the file's last
+ * one: the f16 rows of the other groups are not stored.
  */
 int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
 
 /*
  * Resume: load the longest common prefix of the snapshot's tokens and
  * ids[0..n_ids), but never ids' last token, whose logits the caller
- * needs and the file does not hold.  Returns the positions loaded, or
- * -1 with llm_err() set.
+ * needs and the file does not hold.  With grouped keys, a prefix that
+ * ends inside a complete group is cut back to the group's start, whose
+ * exact rows are not stored: the rest is recomputed, and the results
+ * stay bitwise those of recomputing everything.  Returns the positions
+ * loaded, or -1 with llm_err() set.
  */
 int snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_ids);
 

@@ -187,6 +187,13 @@ json_int(struct json *j, const char *key, long long v)
 }
 
 void
+json_str(struct json *j, const char *key, const char *v)
+{
+	json_key(j, key);
+	json_write_string(j->fp, v);
+}
+
+void
 json_num(struct json *j, const char *key, double v)
 {
 	json_key(j, key);

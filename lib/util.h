@@ -61,6 +61,7 @@ struct json {
 void json_begin(struct json *j, FILE *fp);
 void json_int(struct json *j, const char *key, long long v);
 void json_num(struct json *j, const char *key, double v);
+void json_str(struct json *j, const char *key, const char *v);
 void json_end(struct json *j);
 void json_write_string(FILE *fp, const char *s);
 

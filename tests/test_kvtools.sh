@@ -257,6 +257,54 @@ kvdump_refuses_conflicting_and_bad_selections() {
 	"$K" --pos 2-9 --k --layer 2 "$TMP/c2.kv" | tail -n +2 | wc -l | grep -qx 256 || fail "--pos 2-9"
 }
 
+cache_types_resume_and_show_in_the_tools() {
+	m=$(tiny q8_0)
+	seq 1 70 >"$TMP/p70"
+	for ty in f16 q8_0 q4_0; do
+		rm -f "$TMP/$ty.kv" "$TMP/$ty-scratch.kv"
+		"$D" -m "$m" --kv-type $ty --greedy --ignore-eos -n 20 --kv-out "$TMP/$ty.kv" <"$TMP/p70" >"$TMP/$ty.t1" ||
+			fail "$ty: exit $?"
+		{ cat "$TMP/p70" "$TMP/$ty.t1"; echo "5 6 7"; } >"$TMP/$ty.p2"
+		"$D" -m "$m" --kv-type $ty --greedy --ignore-eos -n 10 --kv-in "$TMP/$ty.kv" --stats-json \
+			<"$TMP/$ty.p2" >"$TMP/$ty.r2" 2>"$TMP/$ty.s2" || fail "$ty: resume: $(cat "$TMP/$ty.s2")"
+		"$D" -m "$m" --kv-type $ty --greedy --ignore-eos -n 10 <"$TMP/$ty.p2" | cmp - "$TMP/$ty.r2" ||
+			fail "$ty: resumed ids differ from scratch"
+		grep -q "\"kv_type_k\":\"$ty\",\"kv_type_v\":\"$ty\"" "$TMP/$ty.s2" || fail "$(cat "$TMP/$ty.s2")"
+		"$S" "$TMP/$ty.kv" | grep -q "^element type  $ty$" || fail "$ty: llm-kvstat"
+		"$S" --json "$TMP/$ty.kv" | grep -q "\"k_type\":\"$ty\",\"v_type\":\"$ty\"" || fail "$ty: json"
+		# the values llm-kvdump shows are those of an f32 run, to the type's precision
+		"$K" --layer 2 --v --pos 10 "$TMP/$ty.kv" | tail -n +2 | cut -f6 >"$TMP/$ty.vals"
+	done
+	"$D" -m "$m" --greedy --ignore-eos -n 20 --kv-out "$TMP/f32.kv" <"$TMP/p70" >/dev/null || fail "f32"
+	"$K" --layer 2 --v --pos 10 "$TMP/f32.kv" | tail -n +2 | cut -f6 >"$TMP/f32.vals"
+	for ty in f16:0.002 q8_0:0.03 q4_0:0.3; do
+		paste "$TMP/f32.vals" "$TMP/${ty%:*}.vals" | awk -v lim="${ty#*:}" -v ty="${ty%:*}" '
+			{ d = $1 - $2; e += d * d; s += $1 * $1 }
+			END { r = sqrt(e / s); if (!(r <= lim) || NR != 32) { print ty ": relative error " r; exit 1 } }' ||
+			fail "llm-kvdump values"
+	done
+	# another type than the snapshot's is refused, naming both
+	"$D" -m "$m" --kv-type q8_0 -n 1 --kv-in "$TMP/f16.kv" <"$TMP/f16.p2" >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "a f16 snapshot resumed into q8_0"
+	grep -q "snapshot's cache is k f16 v f16, this run's k q8_0 v q8_0" "$TMP/err" || fail "$(cat "$TMP/err")"
+	# per position, q8_0 takes about a quarter of f32 and q4_0 about a seventh
+	"$S" "$TMP/q8_0.kv" | grep -q "^per position  204 bytes (K and V, all layers; f32 takes 768)$" ||
+		fail "q8_0: $("$S" "$TMP/q8_0.kv" | grep '^per position')"
+	"$S" "$TMP/q4_0.kv" | grep -q "^per position  114 bytes" ||
+		fail "q4_0: $("$S" "$TMP/q4_0.kv" | grep '^per position')"
+}
+
+cache_type_options_are_checked() {
+	m=$(tiny f32)
+	echo 1 | "$D" -m "$m" --kv-type q5_0 -n 1 2>"$TMP/err" >/dev/null; [ $? -eq 2 ] || fail "q5_0 accepted"
+	grep -q "^llm-decode: --kv-type: 'q5_0': expected f32, f16, q8_0 or q4_0$" "$TMP/err" || fail "$(cat "$TMP/err")"
+	echo 1 | "$D" -m "$m" --kv-type q8_0 --kv-type-v f16 -n 1 2>"$TMP/err" >/dev/null
+	[ $? -eq 2 ] || fail "--kv-type with --kv-type-v accepted"
+	echo 1 | "$D" -m "$m" --kv-type-k q4_0 --kv-type-v q8_0 -n 1 --stats-json 2>"$TMP/err" >/dev/null ||
+		fail "mixed types: $(cat "$TMP/err")"
+	grep -q '"kv_type_k":"q4_0","kv_type_v":"q8_0"' "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
 t resumed_runs_generate_the_same_ids_as_scratch
 t snapshot_of_another_model_is_refused
 t failed_write_leaves_the_old_snapshot
@@ -271,3 +319,5 @@ t sigint_during_prefill_saves_the_batches_done
 t two_writers_of_one_snapshot_leave_a_whole_file
 t kvstat_layer_shows_only_that_layer_even_in_svg
 t kvdump_refuses_conflicting_and_bad_selections
+t cache_types_resume_and_show_in_the_tools
+t cache_type_options_are_checked

@@ -37,6 +37,9 @@ meta_of(const struct kv *kv, struct snap_meta *meta)
 	meta->max_ctx = (uint32_t)kv->max_ctx;
 	meta->rope_dim = (uint32_t)m.c.rope_dim;
 	meta->rope_base = m.c.rope_base;
+	meta->k_type = kv->k_type;
+	meta->v_type = kv->v_type;
+	meta->rot = (uint32_t)kv->rot;
 	model_fingerprint(&m, meta->fingerprint);
 }
 
@@ -77,6 +80,16 @@ extend_greedy(const int *ids_in, int n, int k, int *ids)
 	return n + k;
 }
 
+/* The cache types the resume tests run with; f32 unless a test sets them. */
+static int k_type = KV_F32, v_type = KV_F32;
+
+static void
+new_cache(struct kv *kv)
+{
+	if (kv_init_types(kv, m.c.n_layers, m.c.n_kv_heads, m.c.head_dim, 512, 0, k_type, v_type) < 0)
+		die(1, "%s", llm_err());
+}
+
 /*
  * Save the cache after running saved[0..n_saved), resume with ids[0..n)
  * and check every logit computed after the resume equals the scratch run.
@@ -93,15 +106,15 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
 	float *resumed = xmalloc(most * V * sizeof(float));
 	int reused, ok;
 
-	kv_init(&a, m.c.n_layers, m.c.kv_dim, 512, 0);
+	new_cache(&a);
 	run(&a, saved, 0, n_saved, scratch);
 	meta_of(&a, &meta);
 	CHECK(snapshot_write(snap_path, &meta, &a, saved, n_saved) == 0, "%s", llm_err());
 	kv_free(&a);
 
-	kv_init(&a, m.c.n_layers, m.c.kv_dim, 512, 0);
+	new_cache(&a);
 	run(&a, ids, 0, n, scratch);
-	kv_init(&b, m.c.n_layers, m.c.kv_dim, 512, 0);
+	new_cache(&b);
 	CHECK(snapshot_open(&s, snap_path) == 0, "%s", llm_err());
 	reused = snapshot_resume(&s, &b, ids, n);
 	snapshot_close(&s);
@@ -115,6 +128,40 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
 	kv_free(&a), kv_free(&b);
 	free(scratch), free(resumed);
 	return reused;
+}
+
+/*
+ * Every cache type resumes bitwise as it recomputes.  Grouped keys store
+ * only the f16 rows of the last group, so a prefix that ends inside an
+ * earlier group is cut back to that group's start.
+ */
+static void
+every_cache_type_resumes_bitwise(void)
+{
+	static const int types[][2] = { { KV_F16, KV_F16 }, { KV_Q8_0, KV_Q8_0 },
+		{ KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_F32 }, { KV_F32, KV_Q8_0 } };
+	int base[200], ids[300], r, grouped;
+
+	for (int i = 0; i < 200; i++)
+		base[i] = (i * 37 + 11) % m.c.vocab_size;
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		k_type = types[t][0], v_type = types[t][1];
+		grouped = k_type == KV_Q8_0 || k_type == KV_Q4_0;
+		/* within the last group (150 = 4 groups and 22) */
+		r = resume_matches_scratch(base, 150, base, 200, kv_type_name(k_type));
+		CHECK(r == 150, "k %s v %s: extension reused %d", kv_type_name(k_type), kv_type_name(v_type), r);
+		/* inside an earlier group: 100 reused, or 96 with grouped keys */
+		memcpy(ids, base, sizeof base);
+		ids[100] = (ids[100] + 1) % m.c.vocab_size;
+		r = resume_matches_scratch(base, 150, ids, 180, kv_type_name(k_type));
+		CHECK(r == (grouped ? 96 : 100), "k %s v %s: divergent reused %d", kv_type_name(k_type),
+		    kv_type_name(v_type), r);
+		/* on a group's end */
+		r = resume_matches_scratch(base, 150, base, 65, kv_type_name(k_type));
+		CHECK(r == 64, "k %s v %s: a prefix of 65 reused %d", kv_type_name(k_type),
+		    kv_type_name(v_type), r);
+	}
+	k_type = v_type = KV_F32;
 }
 
 static void
@@ -284,8 +331,11 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CHECK(refused(want), "%s", #edit); \
 } while (0)
 	CASE(memcpy(p, "LLMKVSNQ", 8), 0, "bad magic");
-	CASE(put32(p + 8, 2), 1, "version 2 is not supported (this build reads version 1)");
-	CASE(put32(p + 16, 1), 1, "element type 1 is not supported");
+	CASE(put32(p + 8, 3), 1, "version 3 is not supported (this build reads versions 1 to 2)");
+	CASE(put32(p + 16, 1), 1, "a version 1 snapshot holds f32 keys and values, not k f16 v f32");
+	CASE((put32(p + 8, 2), put32(p + 16, 5)), 1, "key type 5 is not supported");
+	CASE((put32(p + 8, 2), put32(p + 16, 8 << 16)), 1, "rotation block 0 does not match q8_0 values");
+	CASE((put32(p + 8, 2), put32(p + 16, 8)), 1, "layer 0: block length does not match");
 	CASE(put32(p + 36, 0x7fffffff), 1, "n_pos 2147483647 is more than max_ctx 512");
 	CASE(put32(p + 36, 300), 1, "bad token, directory or data offset");
 	CASE(p[130] ^= 1, 0, "header checksum mismatch");
@@ -490,6 +540,7 @@ main(void)
 	make_good_snapshot();
 
 	TEST(resume_with_full_partial_and_no_overlap_is_bitwise_identical);
+	TEST(every_cache_type_resumes_bitwise);
 	TEST(multi_turn_chat_resumes_bitwise_identically);
 	TEST(good_snapshot_loads);
 	TEST(every_truncation_is_refused);

@@ -18,22 +18,26 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* Read what llm-kvdump --head H would print of layer L, and sum it. */
+/* Read what llm-kvdump --head H would print of layer L, as it does, and sum it. */
 static float
 read_slice(const struct snapshot *s, long layer, long head)
 {
 	struct snap_slice sl = { .which = -1, .layer = layer, .head = head };
-	float sum = 0;
+	float sum = 0, *row;
 	uint32_t l, p, d;
 	int w;
 
 	if (snapshot_slice_check(s, &sl) < 0)
 		return 0;
+	row = xmalloc(s->meta.kv_dim * sizeof *row);
 	for (l = sl.l0; l < sl.l1; l++)
 		for (w = 0; w < 2; w++)
-			for (p = sl.p0; p < sl.p1; p++)
+			for (p = sl.p0; p < sl.p1; p++) {
+				snapshot_row(s, l, w, p, row);
 				for (d = sl.d0; d < sl.d1; d++)
-					sum += snapshot_block(s, l, w)[(uint64_t)p * s->meta.kv_dim + d];
+					sum += row[d];
+			}
+	free(row);
 	return sum;
 }
 
@@ -63,7 +67,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ids[s.n_pos] = 7;
 	if (s.n_pos)
 		ids[s.n_pos - 1] ^= 1;
-	if (kv_init(&kv, (int)s.meta.n_layers, (int)s.meta.kv_dim, (int)s.meta.max_ctx, 0) == 0) {
+	if (kv_init_types(&kv, (int)s.meta.n_layers, (int)s.meta.n_kv_heads, (int)s.meta.head_dim,
+	    (int)s.meta.max_ctx, 0, s.meta.k_type, s.meta.v_type) == 0) {
 		snapshot_resume(&s, &kv, ids, (int)s.n_pos + 1);
 		snapshot_load(&s, &kv, s.n_pos);
 		kv_free(&kv);
