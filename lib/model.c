@@ -470,7 +470,16 @@ attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh,
 		    q, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
 		return;
 	}
-	for (p0 = 0; p0 <= last; p0 += KV_GROUP) {
+	p0 = 0;
+	if (kv->tail && last / KV_GROUP > 0) {
+		/* the complete groups before the query's own, straight from their blocks */
+		size_t bb = kv->k_unit / (size_t)c->kv_dim;
+		p0 = last / KV_GROUP * KV_GROUP;
+		quant_group_scores(kv->k_type == KV_Q4_0,
+		    (const char *)kv_unit(kv, 0, layer, 0) + (size_t)kvh * c->head_dim * bb, kv->k_unit,
+		    last / KV_GROUP, c->head_dim, q, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
+	}
+	for (; p0 <= last; p0 += KV_GROUP) {
 		n = last + 1 - p0 < KV_GROUP ? last + 1 - p0 : KV_GROUP;
 		kv_k_rows(kv, layer, p0, n, kvh, last, tile);
 		quant_gemm(GGML_F32, tile, (size_t)c->head_dim * sizeof(float), 0, n, c->head_dim,
@@ -492,12 +501,11 @@ attention_values(const struct model *m, const struct kv *kv, int layer, int kvh,
 		    c->head_dim, out, (size_t)c->head_dim, 0);
 		return;
 	}
-	for (p0 = 0; p0 <= last; p0 += KV_GROUP) {
-		n = last + 1 - p0 < KV_GROUP ? last + 1 - p0 : KV_GROUP;
-		kv_v_rows(kv, layer, p0, n, kvh, tile);
-		quant_attn_values(n, heads, att + p0, (size_t)m->att_cap, tile, (size_t)c->head_dim,
-		    c->head_dim, out, (size_t)c->head_dim, p0 > 0);
-	}
+	/* the rows of a layer are contiguous: one pass over them, straight from their blocks */
+	(void)p0, (void)n, (void)tile;
+	quant_row_values(kv->v_type == KV_F16 ? GGML_F16 : kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0,
+	    last + 1, heads, att, (size_t)m->att_cap, kv_unit(kv, 1, layer, 0), kv->v_unit,
+	    kvh * c->head_dim, c->head_dim, out, (size_t)c->head_dim, 0);
 }
 
 static void

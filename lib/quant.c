@@ -25,6 +25,15 @@ gemm_fn quant_avx2_gemm, quant_avx512_gemm;
 typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
 values_fn quant_avx2_attn_values, quant_avx512_attn_values;
+typedef void group_scores_fn(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out);
+typedef int row_values_fn(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate);
+group_scores_fn quant_avx2_group_scores, quant_avx512_group_scores;
+row_values_fn quant_avx2_row_values, quant_avx512_row_values;
+static group_scores_fn scalar_group_scores;
+static group_scores_fn *group_scores_impl = scalar_group_scores;
+static row_values_fn *row_values_impl;
 static values_fn scalar_attn_values;
 static values_fn *values_impl = scalar_attn_values;
 typedef void softmax_fn(float *x, int n, float scale);
@@ -231,6 +240,99 @@ quant_quantize_q4_1(const float *x, struct block_q4_1 *out, size_t nblocks)
 		for (j = 0; j < 16; j++)
 			out[i].qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
 	}
+}
+
+/*
+ * The attention kernels of the quantized KV cache.  Portable versions;
+ * each instruction set has its own (quant_simd.h), each exact within
+ * itself.  Every output is one chain in a fixed order, so a query gets
+ * the same bits whatever other queries run with it.
+ */
+
+static void
+scalar_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out)
+{
+	size_t bb = q4 ? sizeof(struct block_q4_1) : sizeof(struct block_q8_0);
+	float acc[32], base, w;
+	int t, g, c, j;
+
+	for (t = 0; t < T; t++)
+		for (g = 0; g < n_groups; g++) {
+			const char *grp = (const char *)groups + (size_t)g * group_bytes;
+			base = 0;
+			for (j = 0; j < 32; j++)
+				acc[j] = 0;
+			for (c = 0; c < dim; c++) {
+				float x = q[(size_t)t * ldq + c];
+				if (q4) {
+					const struct block_q4_1 *b = (const void *)(grp + (size_t)c * bb);
+					w = x * f16_table[b->d];
+					base += x * f16_table[b->m];
+					for (j = 0; j < 16; j++) {
+						acc[j] += w * (float)(b->qs[j] & 0xf);
+						acc[j + 16] += w * (float)(b->qs[j] >> 4);
+					}
+				} else {
+					const struct block_q8_0 *b = (const void *)(grp + (size_t)c * bb);
+					w = x * f16_table[b->d];
+					for (j = 0; j < 32; j++)
+						acc[j] += w * (float)b->qs[j];
+				}
+			}
+			for (j = 0; j < 32; j++)
+				out[(size_t)t * ld_out + (size_t)g * 32 + j] = acc[j] + base;
+		}
+}
+
+/* Element e of a row of quantized values (q8_0 or q4_0 blocks, or f16), scaled by w. */
+static void
+scalar_row_values(int type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out,
+    int accumulate)
+{
+	int h, t, i, e, j;
+
+	for (h = 0; h < heads; h++) {
+		float *o = out + (size_t)h * ld_out;
+		if (!accumulate)
+			memset(o, 0, (size_t)dim * sizeof *o);
+		for (t = 0; t < n_pos; t++) {
+			const char *row = (const char *)rows + (size_t)t * row_bytes;
+			float a = att[(size_t)h * ld_att + t];
+			for (i = 0; i < dim; i++) {
+				e = d0 + i, j = e % 32;
+				if (type == GGML_F16) {
+					o[i] += a * f16_table[((const uint16_t *)row)[e]];
+				} else if (type == GGML_Q8_0) {
+					const struct block_q8_0 *b = (const struct block_q8_0 *)row + e / 32;
+					o[i] += a * f16_table[b->d] * (float)b->qs[j];
+				} else {
+					const struct block_q4_0 *b = (const struct block_q4_0 *)row + e / 32;
+					o[i] += a * f16_table[b->d] *
+					    (float)((j < 16 ? b->qs[j] & 0xf : b->qs[j - 16] >> 4) - 8);
+				}
+			}
+		}
+	}
+}
+
+void
+quant_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out)
+{
+	group_scores_impl(q4, groups, group_bytes, n_groups, dim, q, ldq, T, out, ld_out);
+}
+
+void
+quant_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
+{
+	/* the SIMD kernels take whole blocks; other shapes (heads of 8, say) go portable */
+	if (!row_values_impl || !row_values_impl(type, n_pos, heads, att, ld_att, rows, row_bytes,
+	    d0, dim, out, ld_out, accumulate))
+		scalar_row_values((int)type, n_pos, heads, att, ld_att, rows, row_bytes, d0, dim, out,
+		    ld_out, accumulate);
 }
 
 void
@@ -556,6 +658,10 @@ quant_set_isa(int isa)
 	    isa == QUANT_AVX2 ? quant_avx2_attn_values : scalar_attn_values;
 	softmax_impl = isa == QUANT_AVX512 ? quant_avx512_softmax :
 	    isa == QUANT_AVX2 ? quant_avx2_softmax : scalar_softmax;
+	group_scores_impl = isa == QUANT_AVX512 ? quant_avx512_group_scores :
+	    isa == QUANT_AVX2 ? quant_avx2_group_scores : scalar_group_scores;
+	row_values_impl = isa == QUANT_AVX512 ? quant_avx512_row_values :
+	    isa == QUANT_AVX2 ? quant_avx2_row_values : NULL;
 	return 0;
 }
 

@@ -137,6 +137,25 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
 
+/*
+ * Scores against keys quantized per channel over groups of 32 positions
+ * (the KV cache's q8_0 keys, or with q4 its q4_1 ones): groups points at
+ * the block of the head's first channel in group 0, the next group
+ * group_bytes on, the next channel one block on.  For T queries of dim
+ * floats, ldq apart: out[t * ld_out + 32 g + j] = the dot product with
+ * position j of group g, summed over channels in order, as
+ * (q[c] * d) * quant (plus the sum of q[c] * m, for q4_1).
+ */
+void quant_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out);
+
+/*
+ * quant_attn_values for rows of f16 values or of q8_0 or q4_0 blocks,
+ * row_bytes apart: elements [d0, d0 + dim) of each.
+ */
+void quant_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate);
+
 /* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
 void quant_softmax(float *x, int n, float scale);
 

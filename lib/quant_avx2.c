@@ -85,6 +85,10 @@ nibbles8(const uint8_t *p, int high)
 	return _mm256_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(0x0f)));
 }
 
+/* For the KV cache's kernels: LANES signed bytes, or the low or high nibbles of LANES bytes, as floats. */
+#define WIDEN_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define WIDEN_NIB(p, high) _mm256_cvtepi32_ps(nibbles8((const uint8_t *)(p), high))
+
 /* q4_0: d * (q - 8); weights 0-15 are low nibbles, 16-31 high ones */
 static inline __attribute__((always_inline)) __m256
 load_q4_0(const void *row, int k)
@@ -209,6 +213,9 @@ exp256(__m256 x)
 }
 #define EXP(v) exp256(v)
 
+/* 16 registers: smaller tiles for the KV cache's kernels than AVX-512 takes */
+#define QT 2
+#define VH 2
 #include "quant_simd.h"
 
 int quant_avx2_built = 1;
@@ -232,5 +239,20 @@ quant_avx2_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 {
 	(void)n_pos, (void)heads, (void)att, (void)ld_att, (void)v, (void)ld_v;
 	(void)dim, (void)out, (void)ld_out, (void)accumulate;
+}
+void
+quant_avx2_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out)
+{
+	(void)q4, (void)groups, (void)group_bytes, (void)n_groups, (void)dim;
+	(void)q, (void)ldq, (void)T, (void)out, (void)ld_out;
+}
+int
+quant_avx2_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
+{
+	(void)type, (void)n_pos, (void)heads, (void)att, (void)ld_att, (void)rows, (void)row_bytes;
+	(void)d0, (void)dim, (void)out, (void)ld_out, (void)accumulate;
+	return 0;
 }
 #endif

@@ -50,6 +50,10 @@ load_q8_0(const void *row, int k)
 }
 #define LOAD_Q8_0(row, k, ...) load_q8_0(row, k)
 
+/* For the KV cache's kernels: LANES signed bytes, or the low or high nibbles of LANES bytes, as floats. */
+#define WIDEN_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define WIDEN_NIB(p, high) _mm512_cvtepi32_ps(nibbles(_mm_loadu_si128((const __m128i *)(p)), high))
+
 /* Nibbles of 16 bytes: the low ones, or the high ones (shift 4), as 16 int32. */
 static inline __attribute__((always_inline)) __m512i
 nibbles(__m128i bytes, int high)
@@ -209,5 +213,20 @@ quant_avx512_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 {
 	(void)n_pos, (void)heads, (void)att, (void)ld_att, (void)v, (void)ld_v;
 	(void)dim, (void)out, (void)ld_out, (void)accumulate;
+}
+void
+quant_avx512_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out)
+{
+	(void)q4, (void)groups, (void)group_bytes, (void)n_groups, (void)dim;
+	(void)q, (void)ldq, (void)T, (void)out, (void)ld_out;
+}
+int
+quant_avx512_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
+{
+	(void)type, (void)n_pos, (void)heads, (void)att, (void)ld_att, (void)rows, (void)row_bytes;
+	(void)d0, (void)dim, (void)out, (void)ld_out, (void)accumulate;
+	return 0;
 }
 #endif

@@ -307,6 +307,157 @@ CAT(PREFIX, softmax)(float *x, int n, float scale)
 		x[k] /= sum;
 }
 
+/*
+ * The KV cache's attention kernels (quant.h says what they compute).
+ * Group scores: the 32 positions of a group are 32 / LANES vectors of
+ * accumulators per query; each channel's 32 quants are widened once and
+ * meet every query of the chunk, one fused multiply-add per channel in
+ * order, so a query's scores do not depend on its company.
+ */
+#define NV (32 / LANES)
+#ifndef QT
+#define QT 4		/* queries per pass over a group */
+#endif
+
+static inline __attribute__((always_inline)) void
+CAT(PREFIX, group_block)(int q4, const char *grp, int dim, const float *q, size_t ldq, int nt,
+    float *out, size_t ld_out)
+{
+	size_t bb = q4 ? sizeof(struct block_q4_1) : sizeof(struct block_q8_0);
+	VEC acc[QT][NV], kq[NV];
+	float base[QT] = { 0 };
+	int c, t, v;
+
+	for (t = 0; t < nt; t++)
+		for (v = 0; v < NV; v++)
+			acc[t][v] = ZERO();
+	for (c = 0; c < dim; c++) {
+		const char *b = grp + (size_t)c * bb;
+		float d;
+		if (q4) {
+			const struct block_q4_1 *b4 = (const struct block_q4_1 *)b;
+			for (v = 0; v < NV; v++)
+				kq[v] = WIDEN_NIB(b4->qs + (v * LANES) % 16, v * LANES >= 16);
+			d = quant_f16_table[b4->d];
+			for (t = 0; t < nt; t++)
+				base[t] += q[(size_t)t * ldq + c] * quant_f16_table[b4->m];
+		} else {
+			const struct block_q8_0 *b8 = (const struct block_q8_0 *)b;
+			for (v = 0; v < NV; v++)
+				kq[v] = WIDEN_I8(b8->qs + v * LANES);
+			d = quant_f16_table[b8->d];
+		}
+		for (t = 0; t < nt; t++) {
+			VEC w = SET1(q[(size_t)t * ldq + c] * d);
+			for (v = 0; v < NV; v++)
+				acc[t][v] = FMA(w, kq[v], acc[t][v]);
+		}
+	}
+	for (t = 0; t < nt; t++)
+		for (v = 0; v < NV; v++)
+			STORE(out + (size_t)t * ld_out + v * LANES, ADD(acc[t][v], SET1(base[t])));
+}
+
+void
+CAT(PREFIX, group_scores)(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out)
+{
+	int g, t;
+
+	for (g = 0; g < n_groups; g++)
+		for (t = 0; t < T; t += QT) {
+			const char *grp = (const char *)groups + (size_t)g * group_bytes;
+			float *o = out + (size_t)t * ld_out + (size_t)g * 32;
+			const float *qt = q + (size_t)t * ldq;
+			/* constant counts, so the accumulators stay in registers */
+			switch (T - t < QT ? T - t : QT) {
+			case 1: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, 1, o, ld_out); break;
+#if QT > 2
+			case 2: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, 2, o, ld_out); break;
+#endif
+#if QT > 3
+			case 3: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, 3, o, ld_out); break;
+#endif
+			default: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, QT, o, ld_out); break;
+			}
+		}
+}
+
+/*
+ * Values from quantized rows, a block of 32 dimensions at a time: each
+ * row's block is widened once and meets up to VH heads, the attention
+ * weight folded into the block's scale; one chain per output over the
+ * positions in order.  Whole blocks only; quant.c takes the rest.
+ */
+#ifndef VH
+#define VH 4
+#endif
+
+static inline __attribute__((always_inline)) void
+CAT(PREFIX, values_rows)(int type, int n_pos, int nh, const float *att, size_t ld_att,
+    const char *rows, size_t row_bytes, int e0, float *out, size_t ld_out, int accumulate)
+{
+	VEC acc[VH][NV], x[NV];
+	int t, h, v;
+
+	for (h = 0; h < nh; h++)
+		for (v = 0; v < NV; v++)
+			acc[h][v] = accumulate ? LOADX(out + (size_t)h * ld_out + v * LANES) : ZERO();
+	for (t = 0; t < n_pos; t++) {
+		const char *row = rows + (size_t)t * row_bytes;
+		float d = 1;
+		if (type == GGML_F16) {
+			for (v = 0; v < NV; v++)
+				x[v] = LOAD_F16(row, e0 + v * LANES);
+		} else if (type == GGML_Q8_0) {
+			const struct block_q8_0 *b = (const struct block_q8_0 *)row + e0 / 32;
+			for (v = 0; v < NV; v++)
+				x[v] = WIDEN_I8(b->qs + v * LANES);
+			d = quant_f16_table[b->d];
+		} else {
+			const struct block_q4_0 *b = (const struct block_q4_0 *)row + e0 / 32;
+			for (v = 0; v < NV; v++)
+				x[v] = SUB(WIDEN_NIB(b->qs + (v * LANES) % 16, v * LANES >= 16), SET1(8));
+			d = quant_f16_table[b->d];
+		}
+		for (h = 0; h < nh; h++) {
+			VEC w = SET1(att[(size_t)h * ld_att + t] * d);
+			for (v = 0; v < NV; v++)
+				acc[h][v] = FMA(w, x[v], acc[h][v]);
+		}
+	}
+	for (h = 0; h < nh; h++)
+		for (v = 0; v < NV; v++)
+			STORE(out + (size_t)h * ld_out + v * LANES, acc[h][v]);
+}
+
+/* 0 if the shape is not whole blocks: the caller then uses the portable kernel. */
+int
+CAT(PREFIX, row_values)(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
+{
+	int e, h;
+
+	if (d0 % 32 || dim % 32)
+		return 0;
+	for (e = 0; e < dim; e += 32)
+		for (h = 0; h < heads; h += VH) {
+			const float *a = att + (size_t)h * ld_att;
+			float *o = out + (size_t)h * ld_out + e;
+			switch (heads - h < VH ? heads - h : VH) {
+			case 1: CAT(PREFIX, values_rows)((int)type, n_pos, 1, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
+#if VH > 2
+			case 2: CAT(PREFIX, values_rows)((int)type, n_pos, 2, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
+#endif
+#if VH > 3
+			case 3: CAT(PREFIX, values_rows)((int)type, n_pos, 3, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
+#endif
+			default: CAT(PREFIX, values_rows)((int)type, n_pos, VH, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
+			}
+		}
+	return 1;
+}
+
 void
 CAT(PREFIX, gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)

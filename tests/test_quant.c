@@ -181,6 +181,102 @@ simd_kernels_match_the_scalar_kernel(void)
 	free(w), free(x), free(q);
 }
 
+/*
+ * The KV cache's kernels, on every instruction set: scores from per-channel
+ * groups and values from quantized rows agree with the portable kernels,
+ * and a query (or a head) alone gets the bits it gets with others.
+ */
+static void
+kv_kernels_match_scalar_and_ignore_their_company(void)
+{
+	enum { DIM = 64, G = 3, T = 7, HEADS = 5, NP = 70 };
+	int best = quant_isa(), isa, q4, t, j, h, d;
+	struct block_q8_0 g8[G][DIM];
+	struct block_q4_1 g4[G][DIM];
+	struct block_q8_0 r8[NP][DIM / 32 + 1];	/* rows with an extra block: d0 = 32 */
+	struct block_q4_0 r4[NP][DIM / 32 + 1];
+	uint16_t rh[NP][DIM + 32];
+	float q[T][DIM], att[HEADS][NP], col[32], row[DIM + 32];
+	float ref[T][G * 32], got[T][G * 32], one[G * 32];
+	float vref[HEADS][DIM], vgot[HEADS][DIM], vone[DIM];
+
+	for (int g = 0; g < G; g++)
+		for (int c = 0; c < DIM; c++) {
+			for (j = 0; j < 32; j++)
+				col[j] = rnd() + (float)(c % 5) - 2;	/* a mean per channel */
+			quant_quantize_q8_0(col, &g8[g][c], 1);
+			quant_quantize_q4_1(col, &g4[g][c], 1);
+		}
+	for (t = 0; t < NP; t++) {
+		for (d = 0; d < DIM + 32; d++)
+			row[d] = rnd();
+		quant_quantize_q8_0(row, r8[t], DIM / 32 + 1);
+		quant_quantize_q4_0(row, r4[t], DIM / 32 + 1);
+		for (d = 0; d < DIM + 32; d++)
+			rh[t][d] = f32_to_f16(row[d]);
+	}
+	for (t = 0; t < T; t++)
+		for (d = 0; d < DIM; d++)
+			q[t][d] = rnd();
+	for (h = 0; h < HEADS; h++)
+		for (t = 0; t < NP; t++)
+			att[h][t] = (rnd() + 1) / NP;
+	for (q4 = 0; q4 < 2; q4++) {
+		const void *grp = q4 ? (const void *)g4 : (const void *)g8;
+		size_t gb = q4 ? sizeof g4[0] : sizeof g8[0];
+		quant_set_isa(QUANT_SCALAR);
+		quant_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &ref[0][0], G * 32);
+		for (isa = QUANT_SCALAR; isa <= best; isa++) {
+			double worst = 0, scale = 0;
+			quant_set_isa(isa);
+			quant_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &got[0][0], G * 32);
+			for (t = 0; t < T; t++) {
+				quant_group_scores(q4, grp, gb, G, DIM, q[t], DIM, 1, one, G * 32);
+				CHECK(memcmp(one, got[t], sizeof one) == 0, "%s q%d: query %d alone differs",
+				    quant_isa_name(isa), q4 ? 4 : 8, t);
+				for (j = 0; j < G * 32; j++)
+					scale = worst_of(scale, fabs(ref[t][j]));
+			}
+			for (t = 0; t < T; t++)
+				for (j = 0; j < G * 32; j++)
+					worst = worst_of(worst, fabs(got[t][j] - ref[t][j]) / scale);
+			CHECK(worst < 1e-5, "%s group scores q%d: relative error %g against scalar",
+			    quant_isa_name(isa), q4 ? 4 : 8, worst);
+		}
+	}
+	for (int ty = 0; ty < 3; ty++) {
+		uint32_t type = ty == 0 ? GGML_F16 : ty == 1 ? GGML_Q8_0 : GGML_Q4_0;
+		const void *rows = ty == 0 ? (const void *)rh : ty == 1 ? (const void *)r8 : (const void *)r4;
+		size_t rb = ty == 0 ? sizeof rh[0] : ty == 1 ? sizeof r8[0] : sizeof r4[0];
+		quant_set_isa(QUANT_SCALAR);
+		quant_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vref[0][0], DIM, 0);
+		for (isa = QUANT_SCALAR; isa <= best; isa++) {
+			double worst = 0, scale = 0;
+			quant_set_isa(isa);
+			quant_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vgot[0][0], DIM, 0);
+			for (h = 0; h < HEADS; h++) {
+				quant_row_values(type, NP, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
+				CHECK(memcmp(vone, vgot[h], sizeof vone) == 0, "%s %s: head %d alone differs",
+				    quant_isa_name(isa), gguf_type_name(type), h);
+				/* two calls, the second accumulating, are one */
+				quant_row_values(type, 30, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
+				quant_row_values(type, NP - 30, 1, att[h] + 30, NP, (const char *)rows + 30 * rb,
+				    rb, 32, DIM, vone, DIM, 1);
+				CHECK(memcmp(vone, vgot[h], sizeof vone) == 0, "%s %s: head %d in two calls differs",
+				    quant_isa_name(isa), gguf_type_name(type), h);
+				for (d = 0; d < DIM; d++)
+					scale = worst_of(scale, fabs(vref[h][d]));
+			}
+			for (h = 0; h < HEADS; h++)
+				for (d = 0; d < DIM; d++)
+					worst = worst_of(worst, fabs(vgot[h][d] - vref[h][d]) / scale);
+			CHECK(worst < 1e-5, "%s values %s: relative error %g against scalar",
+			    quant_isa_name(isa), gguf_type_name(type), worst);
+		}
+	}
+	quant_set_isa(best);
+}
+
 int
 main(void)
 {
@@ -188,5 +284,6 @@ main(void)
 	TEST(hand_computed_blocks_dequantize_as_the_spec_says);
 	TEST(reference_quantizers_round_trip);
 	TEST(simd_kernels_match_the_scalar_kernel);
+	TEST(kv_kernels_match_scalar_and_ignore_their_company);
 	CHECK_EXIT();
 }
