@@ -14,8 +14,9 @@
 #include "../../lib/util.h"
 #include "fuzz.h"
 
-static const struct { int layers, heads, head_dim, n_pos; } shape[] = {
-	{ 1, 1, 2, 0 }, { 3, 2, 16, 10 }, { 2, 5, 8, 70 }, { 4, 1, 64, 1 },
+static const struct { int layers, heads, head_dim, n_pos, k_type, v_type; } shape[] = {
+	{ 1, 1, 2, 0, KV_F32, KV_F32 }, { 3, 2, 16, 10, KV_F32, KV_F32 },
+	{ 2, 5, 8, 70, KV_Q4_0, KV_Q8_0 }, { 4, 1, 64, 1, KV_F16, KV_Q4_0 },
 };
 enum { NSHAPE = sizeof shape / sizeof shape[0] };
 static struct snapshot snap[NSHAPE];
@@ -31,17 +32,24 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 		struct snap_meta meta = { .n_layers = (uint32_t)shape[i].layers,
 			.n_kv_heads = (uint32_t)shape[i].heads, .head_dim = (uint32_t)shape[i].head_dim,
 			.kv_dim = (uint32_t)(shape[i].heads * shape[i].head_dim), .max_ctx = 128,
-			.rope_dim = (uint32_t)shape[i].head_dim, .rope_base = 10000 };
+			.rope_dim = (uint32_t)shape[i].head_dim, .rope_base = 10000,
+			.k_type = shape[i].k_type, .v_type = shape[i].v_type };
+		float k[64], v[64];
 		struct kv kv;
 
-		kv_init(&kv, shape[i].layers, (int)meta.kv_dim, 128, 0);
+		kv_init_types(&kv, shape[i].layers, shape[i].heads, shape[i].head_dim, 128, 0,
+		    shape[i].k_type, shape[i].v_type);
+		meta.rot = (uint32_t)kv.rot;
 		for (p = 0; p < shape[i].n_pos; p++) {
 			ids[p] = p;
-			for (l = 0; l < shape[i].layers; l++)
+			for (l = 0; l < shape[i].layers; l++) {
 				for (d = 0; d < (int)meta.kv_dim; d++) {
-					kv_k_write(&kv, l, p)[d] = (float)(l * 1000 + p + d);
-					kv_v_write(&kv, l, p)[d] = -(float)(l * 1000 + p + d);
+					k[d] = (float)(l * 1000 + p + d);
+					v[d] = -(float)(l * 1000 + p + d);
 				}
+				kv_put_k(&kv, l, p, 1, k, meta.kv_dim);
+				kv_put_v(&kv, l, p, 1, v, meta.kv_dim);
+			}
 		}
 		kv_set_seq_len(&kv, shape[i].n_pos);
 		snprintf(path, sizeof path, "%s/shape-%d.kv", fuzz_dir(), i);

@@ -70,33 +70,44 @@ models(void)
 		die(1, "%s:", path);
 }
 
+/* Snapshots of every cache type: empty, inside the first key group, past it. */
 static void
 snapshots(void)
 {
-	static const int n_pos[] = { 0, 3, 65 };
-	struct snap_meta meta = { .n_layers = 2, .n_kv_heads = 2, .head_dim = 4, .kv_dim = 8,
-		.max_ctx = 128, .rope_dim = 4, .rope_base = 10000 };
+	static const int n_pos[] = { 0, 3, 40, 65 };
+	static const int types[][2] = { { KV_F32, KV_F32 }, { KV_F16, KV_Q8_0 }, { KV_Q8_0, KV_Q4_0 },
+		{ KV_Q4_0, KV_F16 } };
 	char path[4096];
+	float k[8], v[8];
 	int ids[128];
-	size_t i;
+	size_t i, t;
 
-	for (i = 0; i < sizeof n_pos / sizeof n_pos[0]; i++) {
-		struct kv kv;
-		kv_init(&kv, 2, 8, 128, 0);
-		for (int p = 0; p < n_pos[i]; p++) {
-			ids[p] = p * 3;
-			for (int l = 0; l < 2; l++)
-				for (int d = 0; d < 8; d++) {
-					kv_k_write(&kv, l, p)[d] = (float)(p - d) / 7;
-					kv_v_write(&kv, l, p)[d] = (float)(l + d) / 3;
+	for (t = 0; t < sizeof types / sizeof types[0]; t++)
+		for (i = 0; i < sizeof n_pos / sizeof n_pos[0]; i++) {
+			struct snap_meta meta = { .n_layers = 2, .n_kv_heads = 2, .head_dim = 4,
+				.kv_dim = 8, .max_ctx = 128, .rope_dim = 4, .rope_base = 10000,
+				.k_type = types[t][0], .v_type = types[t][1] };
+			struct kv kv;
+			kv_init_types(&kv, 2, 2, 4, 128, 0, types[t][0], types[t][1]);
+			meta.rot = (uint32_t)kv.rot;
+			for (int p = 0; p < n_pos[i]; p++) {
+				ids[p] = p * 3;
+				for (int l = 0; l < 2; l++) {
+					for (int d = 0; d < 8; d++) {
+						k[d] = (float)(p - d) / 7;
+						v[d] = (float)(l + d) / 3;
+					}
+					kv_put_k(&kv, l, p, 1, k, 8);
+					kv_put_v(&kv, l, p, 1, v, 8);
 				}
+			}
+			kv_set_seq_len(&kv, n_pos[i]);
+			snprintf(path, sizeof path, "%s/snapshot/%s-%s-%d.kv", dir, kv_type_name(types[t][0]),
+			    kv_type_name(types[t][1]), n_pos[i]);
+			if (snapshot_write(path, &meta, &kv, ids, n_pos[i]) < 0)
+				die(1, "%s: %s", path, llm_err());
+			kv_free(&kv);
 		}
-		kv_set_seq_len(&kv, n_pos[i]);
-		snprintf(path, sizeof path, "%s/snapshot/%d.kv", dir, n_pos[i]);
-		if (snapshot_write(path, &meta, &kv, ids, n_pos[i]) < 0)
-			die(1, "%s: %s", path, llm_err());
-		kv_free(&kv);
-	}
 }
 
 int
