@@ -484,32 +484,6 @@ decode_tail(const uint16_t *row, int c0, int n, float *out)
 }
 
 void
-kv_k_rows(const struct kv *kv, int layer, int p0, int n, int h, int q, float *out)
-{
-	int hd = kv->head_dim, i;
-
-	for (i = 0; i < n; i++) {
-		int p = p0 + i;
-		if (!grouped(kv, 0))
-			decode_span(kv->k_type, kv_unit(kv, 0, layer, p), h * hd, hd, out + (size_t)i * hd);
-		else if (kv_k_exact(kv, p, q))
-			decode_tail(kv_tail_row(kv, layer, p), h * hd, hd, out + (size_t)i * hd);
-		else
-			decode_group(kv->k_type, kv_unit(kv, 0, layer, p / KV_GROUP), p % KV_GROUP,
-			    h * hd, hd, out + (size_t)i * hd);
-	}
-}
-
-void
-kv_v_rows(const struct kv *kv, int layer, int p0, int n, int h, float *out)
-{
-	int hd = kv->head_dim, i;
-
-	for (i = 0; i < n; i++)
-		decode_span(kv->v_type, kv_unit(kv, 1, layer, p0 + i), h * hd, hd, out + (size_t)i * hd);
-}
-
-void
 kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 {
 	int type = which ? kv->v_type : kv->k_type;

@@ -28,7 +28,9 @@
  * fits it far better than a block along the row.  q8_0 keys use q8_0
  * blocks; q4_0 keys use q4_1 blocks (an f16 scale and an f16 minimum),
  * whose offset follows a channel's mean.  The newest positions, whose
- * group is not complete, stay in f16: see kv_k_exact().  Quantized
+ * group is not complete, stay in f16, and a query reads the keys of its
+ * own group from those and earlier ones from the groups: which depends
+ * on positions alone, never on how tokens were batched.  Quantized
  * values (q8_0, q4_0) are rows: each head rotated in blocks of rot by a
  * normalized Hadamard transform, then quantized in blocks of 32 along
  * the row; the attention output is rotated back.
@@ -109,27 +111,6 @@ kv_v_read(const struct kv *kv, int layer, int pos)
 {
 	return kv->v + ((size_t)layer * kv->cap + pos) * kv->kv_dim;
 }
-
-/*
- * Whether a query at position q reads the key at position p from the
- * f16 rows rather than the quantized groups: for grouped keys, those of
- * its own group.  It depends on positions alone, never on how the tokens
- * were batched, so batched and single-token runs agree bit for bit.
- */
-static inline int
-kv_k_exact(const struct kv *kv, int p, int q)
-{
-	return !kv->tail || p / KV_GROUP == q / KV_GROUP;
-}
-
-/*
- * Read accessors of every type: keys or values of positions [p0, p0+n)
- * of KV head h, as the attention uses them (dequantized; values still
- * rotated when the store is), n rows of head_dim floats into out.  q is
- * the query's position (see kv_k_exact); [p0, p0+n) lies within one group.
- */
-void kv_k_rows(const struct kv *kv, int layer, int p0, int n, int h, int q, float *out);
-void kv_v_rows(const struct kv *kv, int layer, int p0, int n, int h, float *out);
 
 /*
  * A whole row, dequantized and rotated back, as the model computed it

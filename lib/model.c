@@ -444,68 +444,75 @@ struct attn_job {
 	int layer, pos, n;	/* tokens at positions pos..pos+n-1 */
 };
 
+/* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
+#define ATTN_TILE 16
+
 /*
- * Causal attention: token i of the batch (position pos + i) attends to
- * positions [0, pos + i] of the cache.  The query heads that share a KV
- * head (GQA) go together, so each cached row is read once for them.
- * Threads share out the (token, KV head) pairs; each has its own scores.
- */
-/*
- * Scores of the group of query heads q (head_dim apart) against cached
- * positions [0, last]: f32 keys are rows kv_dim apart, so this is one
- * matmul; other types are widened a group of positions at a time into a
- * small tile (never the whole cache), each score the same chain of
- * multiply-adds as from f32 rows.
+ * Scores of nq queries (head_dim floats each, contiguous, group per
+ * token) of tokens at positions first..last against cached positions
+ * [0, last]: row stores as one matmul over their rows (f32 or f16),
+ * grouped keys from their groups, then for each token the f16 rows of
+ * its own group.  Every score is computed as it would be alone.
  */
 static void
-attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int last,
-    const float *q, int group, float *att, float *tile)
+attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
+    int last, const float *q, int group, float *att)
 {
 	const struct model_config *c = &m->c;
-	int p0, n;
+	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim;
+	int nq = (last - first + 1) * group, t, g0;
 
-	if (kv->k_type == KV_F32) {
-		quant_gemm(GGML_F32, kv_k_read(kv, layer, 0) + kvh * c->head_dim,
-		    (size_t)c->kv_dim * sizeof(float), 0, last + 1, c->head_dim,
-		    q, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
+	if (!kv->tail) {
+		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32,
+		    (const char *)kv_unit(kv, 0, layer, 0) + kvh * hd * (kv->k_unit / c->kv_dim),
+		    kv->k_unit, 0, last + 1, (int)hd, q, hd, nq, att, ld);
 		return;
 	}
-	p0 = 0;
-	if (kv->tail && last / KV_GROUP > 0) {
-		/* the complete groups before the query's own, straight from their blocks */
-		size_t bb = kv->k_unit / (size_t)c->kv_dim;
-		p0 = last / KV_GROUP * KV_GROUP;
+	if (last / KV_GROUP > 0)
 		quant_group_scores(kv->k_type == KV_Q4_0,
-		    (const char *)kv_unit(kv, 0, layer, 0) + (size_t)kvh * c->head_dim * bb, kv->k_unit,
-		    last / KV_GROUP, c->head_dim, q, (size_t)c->head_dim, group, att, (size_t)m->att_cap);
-	}
-	for (; p0 <= last; p0 += KV_GROUP) {
-		n = last + 1 - p0 < KV_GROUP ? last + 1 - p0 : KV_GROUP;
-		kv_k_rows(kv, layer, p0, n, kvh, last, tile);
-		quant_gemm(GGML_F32, tile, (size_t)c->head_dim * sizeof(float), 0, n, c->head_dim,
-		    q, (size_t)c->head_dim, group, att + p0, (size_t)m->att_cap);
+		    (const char *)kv_unit(kv, 0, layer, 0) + kvh * hd * (kv->k_unit / c->kv_dim),
+		    kv->k_unit, last / KV_GROUP, (int)hd, q, hd, nq, att, ld);
+	for (t = first; t <= last; t++) {
+		/* a group's rows never wrap in the ring, which is whole groups long */
+		g0 = t / KV_GROUP * KV_GROUP;
+		quant_gemm(GGML_F16, kv_tail_row(kv, layer, g0) + kvh * hd, (size_t)c->kv_dim * 2,
+		    0, t - g0 + 1, (int)hd, q + (size_t)(t - first) * group * hd, hd, group,
+		    att + (size_t)(t - first) * group * ld + g0, ld);
 	}
 }
 
-/* The weighted sum of the cached values for up to 8 heads; quantized ones a tile at a time, in order. */
+/*
+ * The weighted sum of the values for queries [a, b) of the tile (token
+ * first + (h / group) for query h), into out (head_dim apart).  Each
+ * output is one chain over positions in order: all queries run to the
+ * first one's last position, then those that go further carry on.
+ */
 static void
-attention_values(const struct model *m, const struct kv *kv, int layer, int kvh, int last,
-    const float *att, int heads, float *out, float *tile)
+attention_values(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
+    int group, const float *att, int a, int b, float *out)
 {
 	const struct model_config *c = &m->c;
-	int p0, n;
+	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim, vb = kv->v_unit;
+	const char *v = (const char *)kv_unit(kv, 1, layer, 0);
+	int done = 0, h = a, end;
 
-	if (kv->v_type == KV_F32) {
-		quant_attn_values(last + 1, heads, att, (size_t)m->att_cap,
-		    kv_v_read(kv, layer, 0) + kvh * c->head_dim, (size_t)c->kv_dim,
-		    c->head_dim, out, (size_t)c->head_dim, 0);
-		return;
+	while (h < b) {
+		end = first + h / group + 1;	/* the positions query h sees */
+		if (kv->v_type == KV_F32)
+			for (int s = h; s < b; s += 8)
+				quant_attn_values(end - done, b - s < 8 ? b - s : 8,
+				    att + (size_t)s * ld + done, ld,
+				    (const float *)(v + (size_t)done * vb) + kvh * hd, (size_t)c->kv_dim,
+				    (int)hd, out + (size_t)s * hd, hd, done > 0);
+		else
+			quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
+			    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, end - done, b - h,
+			    att + (size_t)h * ld + done, ld, v + (size_t)done * vb, vb, kvh * (int)hd,
+			    (int)hd, out + (size_t)h * hd, hd, done > 0);
+		done = end;
+		while (h < b && first + h / group + 1 == end)
+			h++;
 	}
-	/* the rows of a layer are contiguous: one pass over them, straight from their blocks */
-	(void)p0, (void)n, (void)tile;
-	quant_row_values(kv->v_type == KV_F16 ? GGML_F16 : kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0,
-	    last + 1, heads, att, (size_t)m->att_cap, kv_unit(kv, 1, layer, 0), kv->v_unit,
-	    kvh * c->head_dim, c->head_dim, out, (size_t)c->head_dim, 0);
 }
 
 static void
@@ -515,23 +522,30 @@ attention_worker(void *arg, int ith, int nth)
 	struct model *m = job->m;
 	const struct model_config *c = &m->c;
 	int group = c->n_heads / c->n_kv_heads;	/* query heads per KV head */
-	int q_dim = c->n_heads * c->head_dim;
-	float scale = 1.0f / sqrtf((float)c->head_dim);
-	float *att = m->att + (size_t)ith * group * m->att_cap;
-	float *tile = m->tile + (size_t)ith * KV_GROUP * c->head_dim;
-	int work, g;
+	int q_dim = c->n_heads * c->head_dim, hd = c->head_dim;
+	int tiles = (job->n + ATTN_TILE - 1) / ATTN_TILE;
+	float scale = 1.0f / sqrtf((float)hd);
+	float *att = m->att + (size_t)ith * ATTN_TILE * group * m->att_cap;
+	float *qt = m->tile + (size_t)ith * 2 * ATTN_TILE * group * hd, *ot = qt + ATTN_TILE * group * hd;
+	int work, i, g, nq;
 
-	for (work = ith; work < job->n * c->n_kv_heads; work += nth) {
-		int i = work / c->n_kv_heads, kvh = work % c->n_kv_heads, last = job->pos + i;
-		size_t first_head = (size_t)i * q_dim + (size_t)kvh * group * c->head_dim;
+	for (work = ith; work < tiles * c->n_kv_heads; work += nth) {
+		int kvh = work % c->n_kv_heads, i0 = work / c->n_kv_heads * ATTN_TILE;
+		int i1 = i0 + ATTN_TILE < job->n ? i0 + ATTN_TILE : job->n;
 
-		attention_scores(m, job->kv, job->layer, kvh, last, m->q + first_head, group, att, tile);
-		for (g = 0; g < group; g++)
-			quant_softmax(att + (size_t)g * m->att_cap, last + 1, scale);
-		for (g = 0; g < group; g += 8)
-			attention_values(m, job->kv, job->layer, kvh, last, att + (size_t)g * m->att_cap,
-			    group - g < 8 ? group - g : 8, m->xb + first_head + (size_t)g * c->head_dim,
-			    tile);
+		/* the tile's queries side by side: token by token, the heads of this KV head */
+		for (i = i0; i < i1; i++)
+			memcpy(qt + (size_t)(i - i0) * group * hd,
+			    m->q + (size_t)i * q_dim + (size_t)kvh * group * hd, (size_t)group * hd * 4);
+		nq = (i1 - i0) * group;
+		attention_scores(m, job->kv, job->layer, kvh, job->pos + i0, job->pos + i1 - 1, qt,
+		    group, att);
+		for (g = 0; g < nq; g++)
+			quant_softmax(att + (size_t)g * m->att_cap, job->pos + i0 + g / group + 1, scale);
+		attention_values(m, job->kv, job->layer, kvh, job->pos + i0, group, att, 0, nq, ot);
+		for (i = i0; i < i1; i++)
+			memcpy(m->xb + (size_t)i * q_dim + (size_t)kvh * group * hd,
+			    ot + (size_t)(i - i0) * group * hd, (size_t)group * hd * 4);
 	}
 }
 
@@ -572,8 +586,10 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			cap *= 2;
 		free(m->att);
 		free(m->tile);
-		m->att = xmalloc((size_t)nth * (c->n_heads / c->n_kv_heads) * cap * sizeof(float));
-		m->tile = xmalloc((size_t)nth * KV_GROUP * c->head_dim * sizeof(float));
+		m->att = xmalloc((size_t)nth * ATTN_TILE * (c->n_heads / c->n_kv_heads) * cap *
+		    sizeof(float));
+		m->tile = xmalloc((size_t)nth * 2 * ATTN_TILE * (c->n_heads / c->n_kv_heads) *
+		    c->head_dim * sizeof(float));
 		m->att_cap = cap;
 		m->att_threads = nth;
 	}

@@ -50,8 +50,8 @@ struct model {
 	/* Run state for a batch of up to MODEL_BATCH tokens, row per token. */
 	float *x, *xb, *xb2, *hb, *hb2, *q, *logits;
 	float *kbuf, *vbuf;	/* K and V of a batch, for caches that are not f32 */
-	float *att;		/* one row of att_cap scores per thread */
-	float *tile;		/* per thread: KV_GROUP cached rows of one head, widened */
+	float *att;		/* per thread: the scores of a tile's queries, att_cap apart */
+	float *tile;		/* per thread: a tile's queries, then its outputs */
 	int att_cap, att_threads;
 	double *rope_inv_freq;	/* rope_dim / 2 entries */
 	struct pool *pool;
