@@ -57,23 +57,108 @@ done
 printf ']' >>"$JSON"
 echo "bound/s: read bandwidth measured by bench/membw over the weight bytes a token reads; dense MB: peak RSS with --kv-prealloc"
 
-# Attention: decode speed as the context fills (q8_0, the most threads asked for).
 th=$(echo $THREADS | awk '{ print $NF }')
 m="$TMP/smollm2-135m-q8_0.gguf"
 [ -f "$m" ] || tests/mkmodel -s smollm2-135m -t q8_0 -o "$m" || exit 1
+REF=${LLAMA_BENCH:-../shared/ref/llama-bench}
+SCORE=${REF_SCORE:-../shared/ref/ref-score}
+[ -x "$REF" ] || echo "llama.cpp: $REF not present, so no llama.cpp figures"
+
+# refbench ARGS...: llama-bench's tokens per second for one test, or "-".
+refbench() {
+	if [ -x "$REF" ]; then
+		"$REF" -m "$m" -t "$th" -r 2 -o csv "$@" 2>/dev/null | tail -n 1 |
+			awk -F, '{ gsub(/"/, "", $(NF - 1)); printf "%.1f", $(NF - 1) }'
+	else
+		printf -- -
+	fi
+}
+
+# The cache types (issue 13): bytes a position takes, decode speed as the
+# context fills, the prefill of a 4000-token prompt, and peak RSS for that
+# prompt and 64 generated tokens; on each instruction set the machine has.
+ISAS=${BENCH_ISAS:-"$(LLM_ISA= tests/test_quant 2>/dev/null | sed -n 's/^# kernels checked: scalar to //p') avx2"}
+ISAS=$(echo $ISAS | tr ' ' '\n' | awk '!seen[$0]++' | tr '\n' ' ')
+prompt 1 >"$TMP/c1"; prompt 1000 >"$TMP/c1000"; prompt 4000 >"$TMP/c4000"
 echo
-printf 'attention (q8_0, %d threads): decode tok/s with' "$th"
-printf ',"attention":[' >>"$JSON"
+echo "cache types (q8_0 weights, max_ctx 8192, $th threads): decode tok/s at 0, 1000 and 4000 positions,"
+echo "prefill of a 4000-token prompt, peak RSS of that prompt and 64 generated, bytes a position takes"
+printf '%-7s %-11s %8s %8s %8s %10s %9s %11s %8s\n' isa cache "dec@0" "dec@1000" "dec@4000" "pre@4000" "rss MB" "bytes/pos" "vs f32"
+printf ',"cache_types":[' >>"$JSON"
 sep=
-for ctx in 1 1000 4000; do
-	prompt $ctx >"$TMP/pctx"
-	$D -m "$m" -t "$th" -n 32 --ignore-eos --greedy --stats-json <"$TMP/pctx" >/dev/null 2>"$TMP/att" || exit 1
-	printf ' %d positions: %.1f,' "$((ctx - 1))" "$(json decode_tok_s "$TMP/att")"
-	printf '%s{"context":%d,"decode_tok_s":%s}' "$sep" "$((ctx - 1))" "$(json decode_tok_s "$TMP/att")" >>"$JSON"
+for isa in $ISAS; do
+	for kt in f32 f16 q8_0 q4_0 q4_0/q8_0; do
+		opt="--kv-type $kt"
+		[ "$kt" = q4_0/q8_0 ] && opt="--kv-type-k q4_0 --kv-type-v q8_0"
+		for c in 1 1000 4000; do
+			n=32
+			[ $c -eq 4000 ] && n=64
+			LLM_ISA=$isa $D -m "$m" -t "$th" $opt -n $n --ignore-eos --greedy --stats-json \
+				<"$TMP/c$c" >/dev/null 2>"$TMP/ct$c" || exit 1
+		done
+		awk -v isa="$isa" -v kt="$kt" -v d0="$(json decode_tok_s "$TMP/ct1")" \
+		    -v d1="$(json decode_tok_s "$TMP/ct1000")" -v d4="$(json decode_tok_s "$TMP/ct4000")" \
+		    -v p4="$(json prefill_tok_s "$TMP/ct4000")" -v rss="$(json peak_rss_bytes "$TMP/ct4000")" \
+		    -v bpp="$(json kv_bytes_per_pos "$TMP/ct4000")" -v sep="$sep" -v json="$JSON" 'BEGIN {
+			printf "%-7s %-11s %8.1f %8.1f %8.1f %10.1f %9.1f %11.0f %7.1f%%\n", isa, kt, d0, d1, d4, p4,
+			    rss / 1e6, bpp, 100 * bpp / 46080
+			printf "%s{\"isa\":\"%s\",\"cache\":\"%s\",\"decode_tok_s_0\":%.2f,\"decode_tok_s_1000\":%.2f,\"decode_tok_s_4000\":%.2f,\"prefill_tok_s_4000\":%.2f,\"peak_rss_bytes\":%.0f,\"bytes_per_pos\":%.1f}",
+			    sep, isa, kt, d0, d1, d4, p4, rss, bpp >>json
+		}'
+		sep=,
+	done
+done
+printf ']' >>"$JSON"
+printf '%-7s %-11s %8s %8s %8s %10s\n' best "llama f16" "$(refbench -p 0 -n 32)" \
+    "$(refbench -p 0 -n 32 -d 1000)" "$(refbench -p 0 -n 32 -d 4000)" "$(refbench -p 4000 -n 0)"
+printf '%-7s %-11s %8s %8s %8s\n' best "llama q8_0" "$(refbench -p 0 -n 32 -ctk q8_0 -ctv q8_0 -fa 1)" \
+    "$(refbench -p 0 -n 32 -d 1000 -ctk q8_0 -ctv q8_0 -fa 1)" \
+    "$(refbench -p 0 -n 32 -d 4000 -ctk q8_0 -ctv q8_0 -fa 1)"
+echo "llama: llama.cpp's llama-bench on the same file, its best kernels (llama q8_0: -ctk q8_0 -ctv q8_0 -fa 1);"
+echo "bytes/pos: K and V of a position over all layers, vs f32: of the 46080 f32 takes"
+
+# Accuracy of the cache types (issue 13): the mean |change of log-probability|
+# against the f32 cache on a SmolLM2-shaped model with weights of std 0.05 and
+# a fixed random 300-token stream, beside llama.cpp's own figure (ref-score,
+# REF_KV); and the perplexity change on stories260K's 2000-token text
+# (bench/stories260K-2000.ids, made by bench/mktext.sh).
+ma="$TMP/smollm2-135m-q8_0-std05.gguf"
+[ -f "$ma" ] || tests/mkmodel -s smollm2-135m -t q8_0 -w 0.05 -o "$ma" || exit 1
+awk 'BEGIN { x = 12345; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; print int(x / 65536) % 49152 } }' >"$TMP/r300"
+st=../shared/models/stories260K.gguf
+# meanabs A B: the mean |difference| of two columns of log-probabilities
+meanabs() { paste "$1" "$2" | awk '{ d = $1 - $2; s += d < 0 ? -d : d } END { printf "%.4f", s / NR }'; }
+echo
+echo "accuracy against the f32 cache: mean |change of log p| (SmolLM2 shape, std 0.05, 300 random tokens),"
+echo "and perplexity change on stories260K's 2000-token text"
+printf '%-11s %10s %12s %14s\n' cache "mean |dlp|" "llama.cpp" "stories ppl"
+$D -m "$ma" -t "$th" --score <"$TMP/r300" >"$TMP/a-f32" 2>/dev/null || exit 1
+[ -x "$SCORE" ] && "$SCORE" "$ma" <"$TMP/r300" >"$TMP/ra-f32" 2>/dev/null
+[ -f "$st" ] && $D -m "$st" --score <bench/stories260K-2000.ids 2>&1 >/dev/null |
+	sed -n 's/.*perplexity //p' >"$TMP/s-f32"
+printf ',"accuracy":[' >>"$JSON"
+sep=
+for kt in f16 q8_0 q4_0 q4_0/q8_0; do
+	opt="--kv-type $kt"
+	[ "$kt" = q4_0/q8_0 ] && opt="--kv-type-k q4_0 --kv-type-v q8_0"
+	$D -m "$ma" -t "$th" $opt --score <"$TMP/r300" >"$TMP/a-kt" 2>/dev/null || exit 1
+	ours=$(meanabs "$TMP/a-f32" "$TMP/a-kt")
+	ref=-
+	if [ -x "$SCORE" ] && [ "$kt" != q4_0/q8_0 ]; then
+		REF_KV=$kt "$SCORE" "$ma" <"$TMP/r300" >"$TMP/ra-kt" 2>/dev/null && ref=$(meanabs "$TMP/ra-f32" "$TMP/ra-kt")
+	fi
+	ppl=-
+	if [ -f "$st" ]; then
+		p=$($D -m "$st" $opt --score <bench/stories260K-2000.ids 2>&1 >/dev/null | sed -n 's/.*perplexity //p')
+		ppl=$(awk -v a="$p" -v b="$(cat "$TMP/s-f32")" 'BEGIN { printf "%+.3f%%", 100 * (a / b - 1) }')
+	fi
+	printf '%-11s %10s %12s %14s\n' "$kt" "$ours" "$ref" "$ppl"
+	printf '%s{"cache":"%s","mean_abs_dlogp":%s,"llama_cpp_mean_abs_dlogp":"%s","stories_ppl_change":"%s"}' \
+	    "$sep" "$kt" "$ours" "$ref" "$ppl" >>"$JSON"
 	sep=,
 done
 printf ']' >>"$JSON"
-echo
+[ -f "$st" ] || echo "stories260K: $st not present, so no perplexity column"
 
 # Snapshots: a 2000-token context saved, then the time to the first new
 # token when resuming with 16 new tokens, against recomputing all 2016.
@@ -95,16 +180,15 @@ awk -v r="$(json ttft_ms "$TMP/resume")" -v s="$(json ttft_ms "$TMP/scratch")" -
 	printf ",\"resume\":{\"snapshot_bytes\":%.0f,\"ttft_resumed_ms\":%.2f,\"ttft_recomputed_ms\":%.2f,\"speedup\":%.1f,\"write_mb_s\":%.0f,\"read_mb_s\":%.0f}", size, r, s, s / r, size / 1e6 / w, size / 1e6 / rd >>json
 }'
 
-# Memory against prompt length: the peak resident set of a prompt of N
-# tokens and 16 generated, at max_ctx 8192 (q8_0, the most threads asked
-# for): the cache growing on demand, preallocated densely, and llama.cpp.
+# Memory against prompt length (issue 11): the peak resident set of a
+# prompt of N tokens and 16 generated, at max_ctx 8192 (q8_0 weights, the
+# most threads asked for): the f32 cache growing on demand, preallocated
+# densely, the q8_0 and q4_0 caches, and llama.cpp.
 # llama-bench reports no RSS: it runs under /usr/bin/time with -p N -n 16
 # -r 1, so its context is sized to the run (N + 16), with its f16 cache.
 LENGTHS=${BENCH_RSS_LENGTHS:-"16 512 1024 2100 4100 8000"}
-REF=${LLAMA_BENCH:-../shared/ref/llama-bench}
 ref=1
 if [ ! -x "$REF" ]; then
-	echo "memory: $REF not present, so no llama.cpp column"
 	ref=0
 elif [ ! -x /usr/bin/time ]; then
 	echo "memory: /usr/bin/time not present (Debian package time), so no llama.cpp column"
@@ -112,7 +196,8 @@ elif [ ! -x /usr/bin/time ]; then
 fi
 echo
 echo "memory (q8_0, max_ctx 8192, $th threads): peak RSS in MB, a prompt of N tokens and 16 generated"
-printf '%7s %8s %9s %10s %9s %11s %9s %11s\n' tokens grow prealloc llama.cpp grow/ref "kv filled" "grow ms" "prefill s"
+printf '%7s %8s %9s %10s %9s %11s %9s %11s %8s %8s %9s\n' tokens grow prealloc llama.cpp grow/ref "kv filled" \
+    "grow ms" "prefill s" "q8_0" "q4_0" "q8_0/ref"
 : >"$TMP/chart"
 printf ',"memory":[' >>"$JSON"
 sep=
@@ -121,6 +206,10 @@ for n in $LENGTHS; do
 	$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --stats-json <"$TMP/pn" >/dev/null 2>"$TMP/grow" || exit 1
 	$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --kv-prealloc --stats-json <"$TMP/pn" \
 		>/dev/null 2>"$TMP/dense" || exit 1
+	for kt in q8_0 q4_0; do
+		$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --kv-type $kt --stats-json \
+			<"$TMP/pn" >/dev/null 2>"$TMP/grow-$kt" || exit 1
+	done
 	rkb=0
 	if [ $ref -eq 1 ]; then
 		/usr/bin/time -f %M -o "$TMP/reftime" "$REF" -m "$m" -t "$th" -p "$n" -n 16 -r 1 -o csv \
@@ -128,13 +217,15 @@ for n in $LENGTHS; do
 	fi
 	awk -v n="$n" -v g="$(json peak_rss_bytes "$TMP/grow")" -v d="$(json peak_rss_bytes "$TMP/dense")" \
 	    -v r="$rkb" -v kv="$(json kv_resident_bytes "$TMP/grow")" -v gms="$(json kv_grow_ms "$TMP/grow")" \
-	    -v ttft="$(json ttft_ms "$TMP/grow")" -v sep="$sep" -v json="$JSON" -v chart="$TMP/chart" 'BEGIN {
-		printf "%7d %8.1f %9.1f %10s %9s %11.1f %9.1f %11.1f\n", n, g / 1e6, d / 1e6,
+	    -v ttft="$(json ttft_ms "$TMP/grow")" -v q8="$(json peak_rss_bytes "$TMP/grow-q8_0")" \
+	    -v q4="$(json peak_rss_bytes "$TMP/grow-q4_0")" -v sep="$sep" -v json="$JSON" -v chart="$TMP/chart" 'BEGIN {
+		printf "%7d %8.1f %9.1f %10s %9s %11.1f %9.1f %11.1f %8.1f %8.1f %9s\n", n, g / 1e6, d / 1e6,
 		    r ? sprintf("%.1f", r * 1024 / 1e6) : "-", r ? sprintf("%.2fx", g / (r * 1024)) : "-",
-		    kv / 1e6, gms, ttft / 1e3
-		printf "%s{\"prompt_tokens\":%d,\"grow_peak_rss_bytes\":%.0f,\"prealloc_peak_rss_bytes\":%.0f,\"llama_cpp_peak_rss_bytes\":%.0f,\"kv_resident_bytes\":%.0f,\"kv_grow_ms\":%.2f,\"prefill_ms\":%.1f}",
-		    sep, n, g, d, r * 1024, kv, gms, ttft >>json
+		    kv / 1e6, gms, ttft / 1e3, q8 / 1e6, q4 / 1e6, r ? sprintf("%.2fx", q8 / (r * 1024)) : "-"
+		printf "%s{\"prompt_tokens\":%d,\"grow_peak_rss_bytes\":%.0f,\"prealloc_peak_rss_bytes\":%.0f,\"llama_cpp_peak_rss_bytes\":%.0f,\"kv_resident_bytes\":%.0f,\"kv_grow_ms\":%.2f,\"prefill_ms\":%.1f,\"q8_0_peak_rss_bytes\":%.0f,\"q4_0_peak_rss_bytes\":%.0f}",
+		    sep, n, g, d, r * 1024, kv, gms, ttft, q8, q4 >>json
 		printf "grow on demand\t%d\t%.1f\n--kv-prealloc\t%d\t%.1f\n", n, g / 1e6, n, d / 1e6 >>chart
+		printf "grow, q8_0 cache\t%d\t%.1f\ngrow, q4_0 cache\t%d\t%.1f\n", n, q8 / 1e6, n, q4 / 1e6 >>chart
 		if (r) printf "llama.cpp (ctx N+16, f16)\t%d\t%.1f\n", n, r * 1024 / 1e6 >>chart
 	}'
 	sep=,
