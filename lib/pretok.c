@@ -768,10 +768,17 @@ split_one(const struct regex *re, struct matcher *ms, const uint32_t *cps,
 
 		matcher_piece(ms, len, re->n);
 		for (pos = 0; pos < len;) {
+			/*
+			 * Most searches match at their first start, where the memo
+			 * buys nothing: it starts after an attempt fails (one scan
+			 * unremembered keeps the time linear) and ends at a match.
+			 */
+			int memo = 0;
 			for (s = pos; s < len; s++) {
-				e = run(re, ms, 0, base, len, s, 0, 1);
-				if (e >= 0)
+				e = run(re, ms, 0, base, len, s, 0, memo);
+				if (e >= 0 && memo)
 					matcher_forget(ms);	/* see struct matcher */
+				memo = e < 0;
 				if (e > (long)s)
 					break;
 			}

@@ -271,6 +271,44 @@ typed_rows_read_back_as_written(void)
 	free(x);
 }
 
+/* A cleared cache of any type keeps its capacity and, refilled, holds what a new one does. */
+static void
+typed_clear_keeps_capacity_and_refills_alike(void)
+{
+	static const int types[] = { KV_F16, KV_Q8_0, KV_Q4_0 };
+	float rows[100 * 32];
+	struct kv a, b;
+
+	for (int i = 0; i < 100 * 32; i++)
+		rows[i] = (float)((i * 37) % 101) / 50 - 1;
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		kv_init_types(&a, 1, 2, 16, 1000, 0, types[t], types[t]);
+		kv_init_types(&b, 1, 2, 16, 1000, 0, types[t], types[t]);
+		CHECK(kv_set_seq_len(&a, 200) == 0 && a.cap == 256 && a.seq_len == 200, "cap %d", a.cap);
+		for (int p = 0; p < 100; p += 50)	/* something to forget */
+			kv_put_k(&a, 0, p, 50, rows, 32), kv_put_v(&a, 0, p, 50, rows, 32);
+		kv_clear(&a);
+		CHECK(a.cap == 256 && a.seq_len == 0 && a.groups == 0, "%s: cap %d len %d groups %d",
+		    kv_type_name(types[t]), a.cap, a.seq_len, a.groups);
+		for (int p = 0; p < 100; p += 50) {
+			kv_put_k(&a, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
+			kv_put_v(&a, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
+			kv_put_k(&b, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
+			kv_put_v(&b, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
+		}
+		kv_set_seq_len(&a, 100), kv_set_seq_len(&b, 100);
+		for (int w = 0; w < 2; w++)
+			for (int p = 0; p < 100; p++) {
+				float ra[32], rb[32];
+				kv_row(&a, 0, w, p, ra);
+				kv_row(&b, 0, w, p, rb);
+				CHECK(memcmp(ra, rb, sizeof ra) == 0, "%s: %c row %d differs after clear",
+				    kv_type_name(types[t]), w ? 'V' : 'K', p);
+			}
+		kv_free(&a), kv_free(&b);
+	}
+}
+
 /* Grouped keys keep the newest KV_TAIL rows: going back before them is refused. */
 static void
 grouped_keys_refuse_going_far_back(void)
@@ -336,6 +374,7 @@ main(void)
 	TEST(growing_holds_no_second_copy);
 	TEST(typed_rows_read_back_as_written);
 	TEST(grouped_keys_refuse_going_far_back);
+	TEST(typed_clear_keeps_capacity_and_refills_alike);
 	TEST(reads_never_grow);
 	TEST(set_seq_len_grows_ahead_and_clear_keeps_capacity);
 	TEST(prealloc_commits_max_ctx);

@@ -682,6 +682,38 @@ every_pretokenizer_is_linear_on_long_runs(void)
 	free(cps);
 }
 
+/*
+ * A byte token's text lies in the mapped file, with no NUL after it.
+ * Here it is a heap buffer of exactly its six bytes, so reading one past
+ * it (as sscanf did) is an error AddressSanitizer reports.
+ */
+static void
+byte_pieces_are_read_within_their_length(void)
+{
+	static const char *texts[] = { "<0x41>", "<0x0a>", "<0xFF>", "<0xG1>", "<0x4>x" };
+	static const char *want[] = { "A", "\n", "\xff", "<0xG1>", "<0x4>x" };
+	struct gguf_str piece;
+	int32_t type = TT_BYTE;
+	struct tok t;
+
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		struct buf out = { 0 };
+		char *p = xmalloc(6);
+		memcpy(p, texts[i], 6);
+		memset(&t, 0, sizeof t);
+		t.model = TOK_SPM;
+		t.n_vocab = 1;
+		piece.s = p, piece.n = 6;
+		t.piece = &piece;
+		t.type = &type;
+		tok_piece(&t, 0, 0, &out);
+		CHECK(out.n == strlen(want[i]) && memcmp(out.s, want[i], out.n) == 0, "%s gave '%.*s'",
+		    texts[i], (int)out.n, out.s ? out.s : "");
+		buf_free(&out);
+		free(p);
+	}
+}
+
 int
 main(void)
 {
@@ -702,5 +734,6 @@ main(void)
 	TEST(sentencepiece_merges_by_score_with_byte_fallback);
 	TEST(random_text_round_trips);
 	TEST(decoder_holds_back_split_characters);
+	TEST(byte_pieces_are_read_within_their_length);
 	CHECK_EXIT();
 }
