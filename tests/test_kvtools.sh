@@ -186,9 +186,11 @@ sigterm_during_generation_saves_every_token_emitted() {
 sigint_during_prefill_saves_the_batches_done() {
 	m=$(tiny f32)
 	rm -f "$TMP/INT.kv"
-	# 8000 tokens take seconds: attention over a long prompt is quadratic
-	seq 1 8000 | awk '{ print $1 % 300 + 3 }' >"$TMP/long"
-	env --default-signal=INT "$D" -m "$m" -n 5 --ctx 65536 --kv-out "$TMP/INT.kv" \
+	# 30000 tokens take minutes (attention over a long prompt is quadratic),
+	# so the signal comes during the prefill on any machine; the run stops
+	# at the end of the batch it is in
+	seq 1 30000 | awk '{ print $1 % 300 + 3 }' >"$TMP/long"
+	env --default-signal=INT "$D" -m "$m" -n 5 --ctx 32768 --kv-out "$TMP/INT.kv" \
 		<"$TMP/long" >"$TMP/INT.out" 2>"$TMP/INT.err" &
 	pid=$!
 	sleep 0.5
@@ -199,13 +201,14 @@ sigint_during_prefill_saves_the_batches_done() {
 	[ ! -s "$TMP/INT.out" ] || fail "generated during the prefill"
 	n=$("$K" --tokens "$TMP/INT.kv" | wc -l)
 	# whole batches of 64, a prefix of the prompt
-	[ "$n" -gt 0 ] && [ "$n" -lt 8000 ] && [ $((n % 64)) -eq 0 ] || fail "$n positions saved"
-	"$K" --tokens "$TMP/INT.kv" | cmp - "$(printf '%s' "$TMP/long")" 2>&1 | grep -q EOF ||
+	[ "$n" -gt 0 ] && [ "$n" -lt 30000 ] && [ $((n % 64)) -eq 0 ] || fail "$n positions saved"
+	head -n "$n" "$TMP/long" | cmp - "$("$K" --tokens "$TMP/INT.kv" >"$TMP/INT.tok"; echo "$TMP/INT.tok")" ||
 		fail "the saved tokens are not a prefix of the prompt"
-	# resuming from it computes only the rest
-	"$D" -m "$m" -n 0 --ctx 65536 --kv-in "$TMP/INT.kv" --stats-json <"$TMP/long" 2>"$TMP/js" >/dev/null ||
+	# resuming from it computes only what follows
+	head -n $((n + 10)) "$TMP/long" >"$TMP/more"
+	"$D" -m "$m" -n 0 --ctx 32768 --kv-in "$TMP/INT.kv" --stats-json <"$TMP/more" 2>"$TMP/js" >/dev/null ||
 		fail "resume: $(cat "$TMP/js")"
-	grep -q "\"reused_tokens\":$n,\"computed_tokens\":$((8000 - n))," "$TMP/js" || fail "$(cat "$TMP/js")"
+	grep -q "\"reused_tokens\":$n,\"computed_tokens\":10," "$TMP/js" || fail "$(cat "$TMP/js")"
 }
 
 two_writers_of_one_snapshot_leave_a_whole_file() {
