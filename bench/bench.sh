@@ -183,7 +183,7 @@ awk -v r="$(json ttft_ms "$TMP/resume")" -v s="$(json ttft_ms "$TMP/scratch")" -
 # Memory against prompt length (issue 11): the peak resident set of a
 # prompt of N tokens and 16 generated, at max_ctx 8192 (q8_0 weights, the
 # most threads asked for): the f32 cache growing on demand, preallocated
-# densely, the q8_0 and q4_0 caches, and llama.cpp.
+# densely, the f16, q8_0 and q4_0 caches, and llama.cpp.
 # llama-bench reports no RSS: it runs under /usr/bin/time with -p N -n 16
 # -r 1, so its context is sized to the run (N + 16), with its f16 cache.
 LENGTHS=${BENCH_RSS_LENGTHS:-"16 512 1024 2100 4100 8000"}
@@ -196,8 +196,8 @@ elif [ ! -x /usr/bin/time ]; then
 fi
 echo
 echo "memory (q8_0, max_ctx 8192, $th threads): peak RSS in MB, a prompt of N tokens and 16 generated"
-printf '%7s %8s %9s %10s %9s %11s %9s %11s %8s %8s %9s\n' tokens grow prealloc llama.cpp grow/ref "kv filled" \
-    "grow ms" "prefill s" "q8_0" "q4_0" "q8_0/ref"
+printf '%7s %8s %9s %10s %9s %11s %9s %11s %8s %8s %8s %9s\n' tokens grow prealloc llama.cpp grow/ref "kv filled" \
+    "grow ms" "prefill s" "f16" "q8_0" "q4_0" "q8_0/ref"
 : >"$TMP/chart"
 printf ',"memory":[' >>"$JSON"
 sep=
@@ -206,7 +206,7 @@ for n in $LENGTHS; do
 	$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --stats-json <"$TMP/pn" >/dev/null 2>"$TMP/grow" || exit 1
 	$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --kv-prealloc --stats-json <"$TMP/pn" \
 		>/dev/null 2>"$TMP/dense" || exit 1
-	for kt in q8_0 q4_0; do
+	for kt in f16 q8_0 q4_0; do
 		$D -m "$m" -t "$th" --ctx 8192 -n 16 --ignore-eos --greedy --kv-type $kt --stats-json \
 			<"$TMP/pn" >/dev/null 2>"$TMP/grow-$kt" || exit 1
 	done
@@ -217,15 +217,18 @@ for n in $LENGTHS; do
 	fi
 	awk -v n="$n" -v g="$(json peak_rss_bytes "$TMP/grow")" -v d="$(json peak_rss_bytes "$TMP/dense")" \
 	    -v r="$rkb" -v kv="$(json kv_resident_bytes "$TMP/grow")" -v gms="$(json kv_grow_ms "$TMP/grow")" \
-	    -v ttft="$(json ttft_ms "$TMP/grow")" -v q8="$(json peak_rss_bytes "$TMP/grow-q8_0")" \
+	    -v ttft="$(json ttft_ms "$TMP/grow")" -v h16="$(json peak_rss_bytes "$TMP/grow-f16")" \
+	    -v q8="$(json peak_rss_bytes "$TMP/grow-q8_0")" \
 	    -v q4="$(json peak_rss_bytes "$TMP/grow-q4_0")" -v sep="$sep" -v json="$JSON" -v chart="$TMP/chart" 'BEGIN {
-		printf "%7d %8.1f %9.1f %10s %9s %11.1f %9.1f %11.1f %8.1f %8.1f %9s\n", n, g / 1e6, d / 1e6,
+		printf "%7d %8.1f %9.1f %10s %9s %11.1f %9.1f %11.1f %8.1f %8.1f %8.1f %9s\n", n, g / 1e6, d / 1e6,
 		    r ? sprintf("%.1f", r * 1024 / 1e6) : "-", r ? sprintf("%.2fx", g / (r * 1024)) : "-",
-		    kv / 1e6, gms, ttft / 1e3, q8 / 1e6, q4 / 1e6, r ? sprintf("%.2fx", q8 / (r * 1024)) : "-"
-		printf "%s{\"prompt_tokens\":%d,\"grow_peak_rss_bytes\":%.0f,\"prealloc_peak_rss_bytes\":%.0f,\"llama_cpp_peak_rss_bytes\":%.0f,\"kv_resident_bytes\":%.0f,\"kv_grow_ms\":%.2f,\"prefill_ms\":%.1f,\"q8_0_peak_rss_bytes\":%.0f,\"q4_0_peak_rss_bytes\":%.0f}",
-		    sep, n, g, d, r * 1024, kv, gms, ttft, q8, q4 >>json
+		    kv / 1e6, gms, ttft / 1e3, h16 / 1e6, q8 / 1e6, q4 / 1e6,
+		    r ? sprintf("%.2fx", q8 / (r * 1024)) : "-"
+		printf "%s{\"prompt_tokens\":%d,\"grow_peak_rss_bytes\":%.0f,\"prealloc_peak_rss_bytes\":%.0f,\"llama_cpp_peak_rss_bytes\":%.0f,\"kv_resident_bytes\":%.0f,\"kv_grow_ms\":%.2f,\"prefill_ms\":%.1f,\"f16_peak_rss_bytes\":%.0f,\"q8_0_peak_rss_bytes\":%.0f,\"q4_0_peak_rss_bytes\":%.0f}",
+		    sep, n, g, d, r * 1024, kv, gms, ttft, h16, q8, q4 >>json
 		printf "grow on demand\t%d\t%.1f\n--kv-prealloc\t%d\t%.1f\n", n, g / 1e6, n, d / 1e6 >>chart
-		printf "grow, q8_0 cache\t%d\t%.1f\ngrow, q4_0 cache\t%d\t%.1f\n", n, q8 / 1e6, n, q4 / 1e6 >>chart
+		printf "grow, f16 cache\t%d\t%.1f\ngrow, q8_0 cache\t%d\t%.1f\ngrow, q4_0 cache\t%d\t%.1f\n",
+		    n, h16 / 1e6, n, q8 / 1e6, n, q4 / 1e6 >>chart
 		if (r) printf "llama.cpp (ctx N+16, f16)\t%d\t%.1f\n", n, r * 1024 / 1e6 >>chart
 	}'
 	sep=,
