@@ -24,6 +24,7 @@ usage(int status)
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P] [--seed S]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
+	    "       [--kv-window W [--kv-sinks S]]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n",
 	    argv0);
 	exit(status);
@@ -115,6 +116,10 @@ print_stats(const struct run *r)
 		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft, r->reused,
 		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx, kv_resident_bytes(&r->kv),
 		    r->kv.grow_seconds * 1e3, peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
+	if (r->stats && r->kv.window)
+		fprintf(stderr, "%s: kv window: %d sinks and the newest %d positions in %d slots, "
+		    "%d positions evicted\n", argv0, r->kv.sinks, r->kv.window, r->kv.slots,
+		    r->kv.seq_len ? kv_evicted(&r->kv, r->kv.seq_len - 1) : 0);
 	if (r->stats_json) {
 		json_begin(&j, stderr);
 		json_int(&j, "prompt_tokens", r->n_prompt);
@@ -130,6 +135,9 @@ print_stats(const struct run *r)
 		json_num(&j, "kv_grow_ms", r->kv.grow_seconds * 1e3);
 		json_int(&j, "kv_capacity", r->kv.cap);
 		json_int(&j, "max_ctx", r->kv.max_ctx);
+		json_int(&j, "kv_window", r->kv.window);
+		json_int(&j, "kv_sinks", r->kv.sinks);
+		json_int(&j, "kv_evicted", r->kv.seq_len ? kv_evicted(&r->kv, r->kv.seq_len - 1) : 0);
 		json_int(&j, "reused_tokens", r->reused);
 		json_int(&j, "computed_tokens", r->computed);
 		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
@@ -252,6 +260,10 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 		die(1, "%s: the snapshot's cache is k %s v %s, this run's k %s v %s: resume with "
 		    "the same --kv-type, or recompute", path, kv_type_name(snap.meta.k_type),
 		    kv_type_name(snap.meta.v_type), kv_type_name(r->kv.k_type), kv_type_name(r->kv.v_type));
+	if (snap.meta.window != (uint32_t)r->kv.window || snap.meta.sinks != (uint32_t)r->kv.sinks)
+		die(1, "%s: the snapshot's window is %u sinks and %u positions, this run's %d and %d: "
+		    "resume with the same --kv-window and --kv-sinks, or recompute", path,
+		    snap.meta.sinks, snap.meta.window, r->kv.sinks, r->kv.window);
 	if ((r->reused = snapshot_resume(&snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
 	snapshot_close(&snap);
@@ -332,7 +344,7 @@ main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
 		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
-		O_KV_TYPE_K, O_KV_TYPE_V };
+		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -347,6 +359,8 @@ main(int argc, char *argv[])
 		{ "kv-type", required_argument, NULL, O_KV_TYPE },
 		{ "kv-type-k", required_argument, NULL, O_KV_TYPE_K },
 		{ "kv-type-v", required_argument, NULL, O_KV_TYPE_V },
+		{ "kv-window", required_argument, NULL, O_KV_WINDOW },
+		{ "kv-sinks", required_argument, NULL, O_KV_SINKS },
 		{ "score", no_argument, NULL, O_SCORE },
 		{ "stats", no_argument, NULL, O_STATS },
 		{ "stats-json", no_argument, NULL, O_STATS_JSON },
@@ -360,7 +374,7 @@ main(int argc, char *argv[])
 	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, seed_set = 0, greedy = 0, status;
-	int kv_type = -1, k_type = -1, v_type = -1;
+	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
 	enum end end;
 
@@ -396,6 +410,8 @@ main(int argc, char *argv[])
 		case O_KV_TYPE: kv_type = cache_type("--kv-type", optarg); break;
 		case O_KV_TYPE_K: k_type = cache_type("--kv-type-k", optarg); break;
 		case O_KV_TYPE_V: v_type = cache_type("--kv-type-v", optarg); break;
+		case O_KV_WINDOW: window = (int)opt_int("--kv-window", optarg, 1, KV_MAX_CTX); break;
+		case O_KV_SINKS: sinks = (int)opt_int("--kv-sinks", optarg, 0, KV_MAX_CTX); break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: r.stats = 1; break;
 		case O_STATS_JSON: r.stats_json = 1; break;
@@ -417,6 +433,10 @@ main(int argc, char *argv[])
 		    "--kv-type-v");
 	if (kv_type >= 0)
 		k_type = v_type = kv_type;
+	if (sinks >= 0 && !window)
+		die(2, "--kv-sinks needs --kv-window: without a window nothing is evicted");
+	if (window && sinks < 0)
+		sinks = 4;	/* StreamingLLM's choice */
 	/* A write past a file size limit must fail with EFBIG, not kill us. */
 	signal(SIGXFSZ, SIG_IGN);
 	/* A reader that goes away is noticed as EPIPE: the cache can still be saved. */
@@ -436,6 +456,8 @@ main(int argc, char *argv[])
 	    ctx ? ctx : r.m.c.context_length, prealloc, k_type < 0 ? KV_F32 : k_type,
 	    v_type < 0 ? KV_F32 : v_type) < 0)
 		die(1, "%s", llm_err());
+	if (window && kv_set_window(&r.kv, sinks, window) < 0)
+		die(2, "--kv-window %d --kv-sinks %d: %s", window, sinks, llm_err());
 
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);
 	if (tokstream_read_all(&ts, &ids, &n_ids) < 0)
@@ -446,7 +468,7 @@ main(int argc, char *argv[])
 			die(1, "stdin: empty prompt, and the model has no BOS token");
 		ids[n_ids++] = r.m.c.bos_id;
 	}
-	if (n_ids > r.kv.max_ctx)
+	if (n_ids > r.kv.max_ctx && !r.kv.window)
 		die(1, "stdin: %d prompt tokens do not fit max_ctx %d", n_ids, r.kv.max_ctx);
 	r.n_prompt = n_ids;
 	for (c = 0; c < n_ids; c++)

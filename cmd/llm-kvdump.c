@@ -33,7 +33,7 @@ main(int argc, char *argv[])
 	struct snapshot s;
 	const char *path;
 	int c, raw = 0, tokens = 0, w, k = 0, v = 0;
-	uint32_t l, p, d;
+	uint32_t l, p, d, i, r;
 	float *row;
 
 	argv0 = "llm-kvdump";
@@ -84,9 +84,11 @@ main(int argc, char *argv[])
 				continue;
 			if (snapshot_verify_block(&s, l, w) < 0)
 				die(1, "%s: %s", path, llm_err());
-			for (p = sl.p0; p < sl.p1; p++) {
-				/* as the model computed it: dequantized, rotated back */
-				snapshot_row(&s, l, w, p, row);
+			for (i = sl.p0; i < sl.p1; i++) {
+				/* as the model computed it: dequantized, rotated back; a window's rows by position */
+				r = snapshot_row_at(&s, i);
+				p = snapshot_row_pos(&s, r);
+				snapshot_row(&s, l, w, r, row);
 				if (raw) {
 					if (fwrite(row + sl.d0, sizeof(float), sl.d1 - sl.d0, stdout) != sl.d1 - sl.d0)
 						die(1, "stdout:");

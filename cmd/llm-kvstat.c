@@ -23,12 +23,36 @@ usage(int status)
 	exit(status);
 }
 
+/*
+ * The rows the cache holds live, in the order of their positions: all of
+ * them, or a window's sinks and its newest positions (a grouped window
+ * also stores a few evicted rows that share a group with live ones).
+ */
+static uint32_t *rows, n_live;
+static uint32_t n_sinks;	/* the live rows that are sinks */
+
+static void
+live_rows(const struct snapshot *s)
+{
+	uint32_t i, r, p, first = s->n_pos > s->meta.window ? s->n_pos - s->meta.window : 0;
+
+	rows = xmalloc((s->n_rows ? s->n_rows : 1) * sizeof *rows);
+	for (i = 0; i < s->n_rows; i++) {
+		r = snapshot_row_at(s, i);
+		p = snapshot_row_pos(s, r);
+		if (!s->meta.window || p < s->meta.sinks || p >= first) {
+			rows[n_live++] = r;
+			n_sinks += s->meta.window && p < s->meta.sinks && p < first;
+		}
+	}
+}
+
 /* Statistics of a layer's K (which 0) or V, over the values as the model computed them. */
 static void
 block_stats(const struct snapshot *s, uint32_t layer, int which, float *row, double *chan,
     struct stat_row *st)
 {
-	uint32_t n_pos = s->n_pos, dim = s->meta.kv_dim, p, d;
+	uint32_t n_pos = n_live, dim = s->meta.kv_dim, p, d;
 	double sum_abs = 0, sum_sq = 0;
 	uint64_t i, n = (uint64_t)n_pos * dim;
 
@@ -36,7 +60,7 @@ block_stats(const struct snapshot *s, uint32_t layer, int which, float *row, dou
 	st->max = -INFINITY;
 	memset(chan, 0, dim * sizeof *chan);
 	for (p = 0; p < n_pos; p++) {
-		snapshot_row(s, layer, which, p, row);
+		snapshot_row(s, layer, which, rows[p], row);
 		for (d = 0; d < dim; d++) {
 			float v = row[d];
 			st->min = v < st->min ? v : st->min;
@@ -98,7 +122,7 @@ static void
 write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t l0, uint32_t L)
 {
 	enum { CELL_W_MAX = 4, COLS_MAX = 512, ROW_H = 10, LEFT = 60, TOP = 40, PANEL_GAP = 70 };
-	uint32_t P = s->n_pos, cols = P < COLS_MAX ? P : COLS_MAX;
+	uint32_t P = n_live, cols = P < COLS_MAX ? P : COLS_MAX;
 	double *norm[2], lo[2], hi[2];
 	double cell_w = cols ? (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols) : 1;
 	double panel_w = cols * (P <= COLS_MAX ? CELL_W_MAX : 1024.0 / cols);
@@ -122,7 +146,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 				double acc = 0;
 				for (p = p0; p < p1; p++) {
 					double ss = 0;
-					snapshot_row(s, l0 + l, w, p, row);
+					snapshot_row(s, l0 + l, w, rows[p], row);
 					for (d = 0; d < s->meta.kv_dim; d++)
 						ss += (double)row[d] * row[d];
 					acc += sqrt(ss);
@@ -146,7 +170,11 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 	fprintf(fp, "<text x=\"%d\" y=\"18\" font-size=\"14\">", LEFT);
 	for (const char *q = name; *q; q++)
 		fprintf(fp, *q == '<' ? "&lt;" : *q == '&' ? "&amp;" : *q == '>' ? "&gt;" : "%c", *q);
-	fprintf(fp, ": L2 norm of each position's row, %u layers x %u positions</text>\n", L, P);
+	fprintf(fp, ": L2 norm of each position's row, %u layers x %u positions", L, P);
+	if (s->meta.window)
+		fprintf(fp, " (%u sinks, a window of %u; %u positions evicted)", s->meta.sinks,
+		    s->meta.window, s->n_pos - P);
+	fprintf(fp, "</text>\n");
 	for (w = 0; w < 2; w++) {
 		int y0 = TOP + w * ((int)L * ROW_H + PANEL_GAP);
 		fprintf(fp, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">%s</text>\n", LEFT, y0 - 6, w ? "V" : "K");
@@ -172,8 +200,21 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 			double x = LEFT + panel_w * k / 4;
 			fprintf(fp, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n",
 			    x, y0 + (int)L * ROW_H, x, y0 + (int)L * ROW_H + 4);
+			uint32_t i = (uint32_t)((uint64_t)P * k / 4);
+			/* the position of the row there: a window's are not 0..P-1 */
 			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%u</text>\n",
-			    x, y0 + (int)L * ROW_H + 15, (uint32_t)((uint64_t)P * k / 4));
+			    x, y0 + (int)L * ROW_H + 15, P == 0 ? 0 : i < P ?
+			    snapshot_row_pos(s, rows[i]) : snapshot_row_pos(s, rows[P - 1]) + 1);
+		}
+		if (s->meta.window && n_sinks > 0 && n_sinks < P) {
+			/* where the sinks end and the window starts */
+			double x = LEFT + panel_w * n_sinks / P;
+			fprintf(fp, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"red\" "
+			    "stroke-width=\"2\"/>\n", x, y0 - 4, x, y0 + (int)L * ROW_H + 4);
+			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" fill=\"red\" text-anchor=\"end\">sinks</text>\n",
+			    x - 2, y0 - 6);
+			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" fill=\"red\">window from %u</text>\n",
+			    x + 2, y0 - 6, snapshot_row_pos(s, rows[n_sinks]));
 		}
 		fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">position</text>\n",
 		    LEFT + panel_w / 2, y0 + (int)L * ROW_H + 28);
@@ -244,8 +285,9 @@ main(int argc, char *argv[])
 	chan = xcalloc(s.meta.kv_dim, sizeof *chan);
 	row = xmalloc(s.meta.kv_dim * sizeof *row);
 	/* a whole group of positions, so that grouped keys count what they take */
-	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, (int)s.meta.kv_dim, KV_GROUP) +
-	    kv_block_bytes_of(s.meta.v_type, 1, (int)s.meta.kv_dim, KV_GROUP)) / KV_GROUP *
+	live_rows(&s);
+	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, (int)s.meta.kv_dim, KV_GROUP, KV_GROUP) +
+	    kv_block_bytes_of(s.meta.v_type, 1, (int)s.meta.kv_dim, KV_GROUP, KV_GROUP)) / KV_GROUP *
 	    s.meta.n_layers;
 	if (s.meta.k_type == s.meta.v_type)
 		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));
@@ -265,6 +307,10 @@ main(int argc, char *argv[])
 		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, kv_type_name(s.meta.k_type),
 		    kv_type_name(s.meta.v_type), per_pos, s.meta.rope_dim, s.meta.rope_base,
 		    s.size, (unsigned long long)dense);
+		if (s.meta.window)
+			printf("\"sinks\":%u,\"window\":%u,\"rows\":%u,\"live_rows\":%u,"
+			    "\"evicted\":%u,\"window_first\":%u,", s.meta.sinks, s.meta.window, s.n_rows,
+			    n_live, s.n_pos - n_live, n_live > n_sinks ? snapshot_row_pos(&s, rows[n_sinks]) : 0);
 	} else {
 		printf("file          %s\nversion       %u\nfingerprint   %s\n"
 		    "layers        %u\nkv heads      %u\nhead_dim      %u\nkv_dim        %u\n"
@@ -275,6 +321,15 @@ main(int argc, char *argv[])
 		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, types, per_pos,
 		    2ull * s.meta.n_layers * s.meta.kv_dim * 4, s.size, (unsigned long long)dense,
 		    s.meta.max_ctx);
+		if (s.meta.window) {
+			printf("window        %u sinks and the newest %u positions: %u live rows (",
+			    s.meta.sinks, s.meta.window, n_live);
+			if (n_sinks)
+				printf("sinks 0-%u, ", n_sinks - 1);
+			if (n_live > n_sinks)
+				printf("window %u-%u", snapshot_row_pos(&s, rows[n_sinks]), s.n_pos - 1);
+			printf("), %u evicted\n\n", s.n_pos - n_live);
+		}
 		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s\n", "layer",
 		    "K min", "K max", "K mean|x|", "K rms", "K chan", "V min", "V max",
 		    "V mean|x|", "V rms", "V chan");
@@ -310,6 +365,7 @@ main(int argc, char *argv[])
 		write_svg(&s, svg, path, lo, hi - lo);
 	free(chan);
 	free(row);
+	free(rows);
 	snapshot_close(&s);
 	if (fflush(stdout) == EOF)
 		die(1, "stdout:");

@@ -172,6 +172,8 @@ relayout(const struct kv *kv, int which, int newcap, size_t moved)
 
 /* ---- making and growing ---- */
 
+static int reserve(struct kv *kv);
+
 int
 kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc)
 {
@@ -222,39 +224,94 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 			break;
 		}
 	}
-	kv->k_reserved = round_up(store_bytes(kv, 0, max_ctx), page_size);
-	kv->v_reserved = round_up(store_bytes(kv, 1, max_ctx), page_size);
-	if (!(kv->k = store_reserve(kv->k_reserved)) || !(kv->v = store_reserve(kv->v_reserved))) {
-		llm_seterr("kv: cannot reserve %zu bytes of address space for %d positions: %s",
-		    kv->k_reserved + kv->v_reserved, max_ctx, strerror(errno));
-		kv_free(kv);
-		return -1;
-	}
+	kv->slots = max_ctx;
 	if (grouped(kv, 0))
 		kv->tail = xcalloc((size_t)n_layers * KV_TAIL * kv->kv_dim, sizeof *kv->tail);
 	kv->scratch = xcalloc(nb * 32, sizeof(float));
-	if (kv_grow_to(kv, prealloc ? max_ctx : 1) < 0) {
+	kv->prealloc = prealloc;
+	if (reserve(kv) < 0) {
 		kv_free(kv);
 		return -1;
-	}
-	if (prealloc) {
-		/* A dense cache, as the comparison runs want it: every page resident. */
-		memset(kv->k, 0, store_bytes(kv, 0, max_ctx));
-		memset(kv->v, 0, store_bytes(kv, 1, max_ctx));
 	}
 	return 0;
 }
 
-void
-kv_free(struct kv *kv)
+/* Reserve the stores for kv->slots positions and grow to the first capacity. */
+static int
+reserve(struct kv *kv)
+{
+	kv->k_reserved = round_up(store_bytes(kv, 0, kv->slots), page_size);
+	kv->v_reserved = round_up(store_bytes(kv, 1, kv->slots), page_size);
+	if (!(kv->k = store_reserve(kv->k_reserved)) || !(kv->v = store_reserve(kv->v_reserved))) {
+		llm_seterr("kv: cannot reserve %zu bytes of address space for %d positions: %s",
+		    kv->k_reserved + kv->v_reserved, kv->slots, strerror(errno));
+		return -1;
+	}
+	if (kv_grow_to(kv, kv->prealloc ? kv->slots : 1) < 0)
+		return -1;
+	if (kv->prealloc) {
+		/* A dense cache, as the comparison runs want it: every page resident. */
+		memset(kv->k, 0, store_bytes(kv, 0, kv->slots));
+		memset(kv->v, 0, store_bytes(kv, 1, kv->slots));
+	}
+	return 0;
+}
+
+static void
+unreserve(struct kv *kv)
 {
 	if (kv->k)
 		munmap(kv->k, kv->k_reserved);
 	if (kv->v)
 		munmap(kv->v, kv->v_reserved);
+	kv->k = kv->v = NULL;
+	kv->cap = 0;
+}
+
+int
+kv_window_shape(struct kv *kv, int k_type, int max_ctx, int sinks, int window)
+{
+	int g = k_type == KV_Q8_0 || k_type == KV_Q4_0 ? KV_GROUP : 1;
+
+	if (sinks < 0 || window < 1 || window > max_ctx - sinks) {
+		llm_seterr("%d sinks and a window of %d do not fit max_ctx %d", sinks, window,
+		    max_ctx);
+		return -1;
+	}
+	/* the sinks' groups must be complete before the first eviction */
+	if (window < g) {
+		llm_seterr("a window of %d is less than the %d positions of a %s key group", window,
+		    g, kv_type_name(k_type));
+		return -1;
+	}
+	kv->sinks = sinks;
+	kv->window = window;
+	kv->sink_slots = (sinks + g - 1) / g * g;
+	kv->ring_slots = (window + g - 1) / g * g;
+	kv->slots = kv->sink_slots + kv->ring_slots;
+	return 0;
+}
+
+int
+kv_set_window(struct kv *kv, int sinks, int window)
+{
+	if (kv->seq_len || kv->written) {
+		llm_seterr("kv: a window is set on an empty cache");
+		return -1;
+	}
+	if (kv_window_shape(kv, kv->k_type, kv->max_ctx, sinks, window) < 0)
+		return -1;
+	unreserve(kv);
+	return reserve(kv);
+}
+
+void
+kv_free(struct kv *kv)
+{
+	unreserve(kv);
 	free(kv->tail);
 	free(kv->scratch);
-	kv->k = kv->v = kv->scratch = NULL;
+	kv->scratch = NULL;
 	kv->tail = NULL;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
@@ -266,20 +323,22 @@ kv_grow_to(struct kv *kv, int npos)
 	size_t rows;
 	int cap;
 
+	if (kv->window && npos > kv->slots)
+		npos = kv->slots;	/* the ring takes the rest */
 	if (npos <= kv->cap)
 		return 0;
-	if (npos > kv->max_ctx) {
+	if (npos > kv->slots) {
 		llm_seterr("context full: position %d is past max_ctx %d",
 		    npos - 1, kv->max_ctx);
 		return -1;
 	}
 	t0 = now_seconds();
-	/* The founding rule: 64 (or max_ctx), doubling, never past max_ctx. */
+	/* The founding rule: 64 (or max_ctx), doubling, never past max_ctx (windowed: slots). */
 	cap = kv->cap ? kv->cap : KV_INITIAL_CAP;
 	while (cap < npos)
 		cap *= 2;
-	if (cap > kv->max_ctx)
-		cap = kv->max_ctx;
+	if (cap > kv->slots)
+		cap = kv->slots;
 	if (mprotect(kv->k, round_up(store_bytes(kv, 0, cap), page_size), PROT_READ | PROT_WRITE) < 0 ||
 	    mprotect(kv->v, round_up(store_bytes(kv, 1, cap), page_size), PROT_READ | PROT_WRITE) < 0) {
 		llm_seterr("kv: out of memory growing to %d positions", cap);
@@ -316,7 +375,7 @@ kv_k_write(struct kv *kv, int layer, int pos)
 		return NULL;
 	if (pos >= kv->written)
 		kv->written = pos + 1;
-	return kv->k + offset(kv, layer, pos);
+	return kv->k + offset(kv, layer, kv_slot(kv, pos));
 }
 
 float *
@@ -330,7 +389,7 @@ kv_v_write(struct kv *kv, int layer, int pos)
 		return NULL;
 	if (pos >= kv->written)
 		kv->written = pos + 1;
-	return kv->v + offset(kv, layer, pos);
+	return kv->v + offset(kv, layer, kv_slot(kv, pos));
 }
 
 /* One row of kv_dim floats into a row of the type, rotated first if it is. */
@@ -363,7 +422,7 @@ encode_row(const struct kv *kv, int type, int rotated, const float *x, void *dst
 static void
 encode_group(struct kv *kv, int layer, int g)
 {
-	void *dst = kv_unit(kv, 0, layer, g);
+	void *dst = kv_unit(kv, 0, layer, kv_slot(kv, g * KV_GROUP) / KV_GROUP);
 	float col[KV_GROUP];
 	int c, j;
 
@@ -388,7 +447,7 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	if (!grouped(kv, which)) {
 		for (i = 0; i < n; i++)
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
-			    kv_unit(kv, which, layer, pos + i));
+			    kv_unit(kv, which, layer, kv_slot(kv, pos + i)));
 	} else {
 		/*
 		 * The ring holds the newest KV_TAIL positions: the group of pos
@@ -488,42 +547,62 @@ kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 {
 	int type = which ? kv->v_type : kv->k_type;
 
-	if (grouped(kv, which)) {
-		if (pos < kv->groups * KV_GROUP)
-			decode_group(kv->k_type, kv_unit(kv, 0, layer, pos / KV_GROUP), pos % KV_GROUP,
-			    0, kv->kv_dim, out);
-		else
-			decode_tail(kv_tail_row(kv, layer, pos), 0, kv->kv_dim, out);
+	if (which == 0) {
+		kv_key(kv, layer, pos, 0, kv->kv_dim, out);
 		return;
 	}
-	decode_span(type, kv_unit(kv, which, layer, pos), 0, kv->kv_dim, out);
-	if (which && kv->v_rotated)
+	decode_span(type, kv_unit(kv, which, layer, kv_slot(kv, pos)), 0, kv->kv_dim, out);
+	if (kv->v_rotated)
 		quant_hadamard(out, (size_t)kv->kv_dim, kv->rot);
 }
 
 void
-kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int n, int pos,
-    float *out)
+kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
+{
+	int s = kv_slot(kv, pos);
+
+	if (!grouped(kv, 0))
+		decode_span(kv->k_type, kv_unit(kv, 0, layer, s), c0, n, out);
+	else if (pos < kv->groups * KV_GROUP)
+		decode_group(kv->k_type, kv_unit(kv, 0, layer, s / KV_GROUP), s % KV_GROUP, c0, n, out);
+	else
+		decode_tail(kv_tail_row(kv, layer, pos), c0, n, out);
+}
+
+int
+kv_slot_pos(const struct kv *kv, int pos, int s)
+{
+	int top;
+
+	if (s < kv->sink_slots || !kv->window || pos < kv->slots)
+		return s;
+	/* the ring holds the ring_slots newest positions; pos is at kv_slot(pos) */
+	top = kv_slot(kv, pos);
+	return pos - (top - s + kv->ring_slots) % kv->ring_slots;
+}
+
+void
+kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
+    int tail_slot, int r, float *out)
 {
 	size_t nb = ((size_t)kv_dim + 31) / 32, row, group;
-	int complete;
 
 	if (which == 0 && (type == KV_Q8_0 || type == KV_Q4_0)) {
-		/* the complete groups, then the f16 rows of the positions after them */
+		/* the groups of the rows, then the f16 rows of the incomplete group */
 		group = (size_t)kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
 		    sizeof(struct block_q4_1));
-		complete = n / KV_GROUP;
-		if (pos < complete * KV_GROUP)
-			decode_group(type, (const char *)block + (size_t)(pos / KV_GROUP) * group,
-			    pos % KV_GROUP, 0, kv_dim, out);
+		if (r >= tail_slot && r < tail_slot + n % KV_GROUP)
+			decode_tail((const uint16_t *)((const char *)block +
+			    (size_t)(rows / KV_GROUP) * group) + (size_t)(r - tail_slot) * kv_dim,
+			    0, kv_dim, out);
 		else
-			decode_tail((const uint16_t *)((const char *)block + (size_t)complete * group) +
-			    (size_t)(pos - complete * KV_GROUP) * kv_dim, 0, kv_dim, out);
+			decode_group(type, (const char *)block + (size_t)(r / KV_GROUP) * group,
+			    r % KV_GROUP, 0, kv_dim, out);
 		return;
 	}
 	row = type == KV_F32 ? (size_t)kv_dim * 4 : type == KV_F16 ? (size_t)kv_dim * 2 :
 	    nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) : sizeof(struct block_q4_0));
-	decode_span(type, (const char *)block + (size_t)pos * row, 0, kv_dim, out);
+	decode_span(type, (const char *)block + (size_t)r * row, 0, kv_dim, out);
 	if (which && rot > 1 && (type == KV_Q8_0 || type == KV_Q4_0))
 		quant_hadamard(out, (size_t)kv_dim, rot);
 }
@@ -589,25 +668,31 @@ kv_resident_bytes(const struct kv *kv)
 }
 
 size_t
-kv_block_bytes_of(int type, int which, int kv_dim, int n)
+kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n)
 {
 	size_t nb = ((size_t)kv_dim + 31) / 32;
 
 	switch (type) {
-	case KV_F32: return (size_t)n * kv_dim * 4;
-	case KV_F16: return (size_t)n * kv_dim * 2;
+	case KV_F32: return (size_t)rows * kv_dim * 4;
+	case KV_F16: return (size_t)rows * kv_dim * 2;
 	}
 	if (which)
-		return (size_t)n * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
+		return (size_t)rows * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
 		    sizeof(struct block_q4_0));
-	return (size_t)(n / KV_GROUP) * kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
+	return (size_t)(rows / KV_GROUP) * kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
 	    sizeof(struct block_q4_1)) + (size_t)(n % KV_GROUP) * kv_dim * sizeof(uint16_t);
+}
+
+int
+kv_rows(const struct kv *kv, int n)
+{
+	return kv->window && n > kv->slots ? kv->slots : n;
 }
 
 size_t
 kv_block_bytes(const struct kv *kv, int which, int n)
 {
-	return kv_block_bytes_of(which ? kv->v_type : kv->k_type, which, kv->kv_dim, n);
+	return kv_block_bytes_of(which ? kv->v_type : kv->k_type, which, kv->kv_dim, kv_rows(kv, n), n);
 }
 
 int

@@ -62,6 +62,7 @@ struct kv {
 	float *k, *v;		/* the stores; each reserves max_ctx positions of address space */
 	size_t k_reserved, v_reserved;
 	double grow_seconds;	/* time spent growing, for the run stats */
+	int prealloc;		/* every slot committed up front (--kv-prealloc) */
 
 	int k_type, v_type;
 	int head_dim;
@@ -71,6 +72,16 @@ struct kv {
 	uint16_t *tail;		/* grouped keys: the newest rows in f16, [layer][KV_TAIL][kv_dim], a ring */
 	int groups;		/* grouped keys: the groups quantized, all the complete ones */
 	float *scratch;		/* one row, padded to whole blocks, for quantizing */
+
+	/*
+	 * A windowed cache (kv_set_window): the first sinks positions and
+	 * the newest window ones are kept, generation goes on past max_ctx,
+	 * and the store holds slots rows: sink_slots for the sinks, then a
+	 * ring of ring_slots.  Without a window slots is max_ctx and a
+	 * position's slot is the position itself.
+	 */
+	int sinks, window;	/* window 0: not windowed */
+	int sink_slots, ring_slots, slots;
 };
 
 /* An f32 cache, the default; prealloc commits max_ctx densely up front (for comparison runs). */
@@ -80,7 +91,46 @@ int kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int
     int prealloc, int k_type, int v_type);
 void kv_free(struct kv *kv);
 
-/* Make room for positions [0, npos); 0 or -1 (llm_err()). */
+/*
+ * Make a new, empty cache windowed: it keeps positions [0, sinks) and
+ * the newest window, in sinks + window slots (grouped keys: each part
+ * rounded up to whole groups, and window at least KV_GROUP).  sinks +
+ * window must not exceed max_ctx.  0, or -1 with llm_err().
+ */
+int kv_set_window(struct kv *kv, int sinks, int window);
+
+/* The slot that holds position pos: the layout's "pos" (founding design). */
+static inline int
+kv_slot(const struct kv *kv, int pos)
+{
+	if (!kv->window || pos < kv->sink_slots)
+		return pos;
+	return kv->sink_slots + (pos - kv->sink_slots) % kv->ring_slots;
+}
+
+/* The slots a query at position pos reads: [0, kv_seen). */
+static inline int
+kv_seen(const struct kv *kv, int pos)
+{
+	return kv->window && pos >= kv->slots ? kv->slots : pos + 1;
+}
+
+/*
+ * The positions evicted before a query at pos: it sees [0, sinks) and
+ * [sinks + evicted, pos].  0 without a window or before it slides.
+ */
+static inline int
+kv_evicted(const struct kv *kv, int pos)
+{
+	int e = pos - (kv->sinks + kv->window - 1);
+
+	return kv->window && e > 0 ? e : 0;
+}
+
+/* The position whose row a query at pos finds in slot s < kv_seen(kv, pos). */
+int kv_slot_pos(const struct kv *kv, int pos, int s);
+
+/* Make room for positions [0, npos) (windowed: their slots); 0 or -1 (llm_err()). */
 int kv_grow_to(struct kv *kv, int npos);
 
 /*
@@ -117,6 +167,8 @@ kv_v_read(const struct kv *kv, int layer, int pos)
  * (to rounding), which 0 for K: what llm-kvstat and llm-kvdump show.
  */
 void kv_row(const struct kv *kv, int layer, int which, int pos, float *out);
+/* Dimensions [c0, c0 + n) of the key of position pos, as attention reads it. */
+void kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out);
 
 /* Grow ahead to n positions and mark them filled. */
 int kv_set_seq_len(struct kv *kv, int n);
@@ -132,22 +184,31 @@ size_t kv_bytes(const struct kv *kv);
 size_t kv_resident_bytes(const struct kv *kv);
 
 /*
- * For snapshots: a layer's K (which 0) or V block of the first n
- * positions is kv_block_bytes long.  Row stores hold n rows, from
- * kv_unit(kv, which, layer, 0) on; grouped keys hold the n / KV_GROUP
- * complete groups from there, then the f16 rows of the positions after
- * them, each at kv_tail_row().
+ * For snapshots: a layer's K (which 0) or V block holds the rows of the
+ * first kv_rows(kv, n) slots after n positions.  Row stores hold those
+ * rows, from kv_unit(kv, which, layer, 0) on; grouped keys hold the
+ * rows / KV_GROUP groups from there, then the f16 rows of the n %
+ * KV_GROUP positions of the incomplete group, each at kv_tail_row().
+ * Without a window, rows = n and slot = position.
  */
+int kv_rows(const struct kv *kv, int n);
 size_t kv_block_bytes(const struct kv *kv, int which, int n);
-size_t kv_block_bytes_of(int type, int which, int kv_dim, int n);
+size_t kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n);
 /* The Hadamard block of values of the type: a power of two dividing head_dim, at most 32; 0 if not rotated. */
 int kv_rot_of(int v_type, int head_dim);
 /*
- * Row pos of such a block of n positions, from its bytes alone, as
- * kv_row() gives it: for the tools, which read blocks in a file.
+ * Row (slot) r of such a block, from its bytes alone, as kv_row() gives
+ * it: for the tools, which read blocks in a file.  tail_slot is the slot
+ * of the incomplete group's first position (grouped keys).
  */
-void kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int n, int pos,
-    float *out);
+void kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
+    int tail_slot, int r, float *out);
+/*
+ * The window of a cache with keys of k_type, in a struct kv that has no
+ * stores (for readers of files): sets sinks, window and the slots.  0,
+ * or -1 with llm_err() if the window does not fit max_ctx or the keys.
+ */
+int kv_window_shape(struct kv *kv, int k_type, int max_ctx, int sinks, int window);
 void *kv_unit(const struct kv *kv, int which, int layer, int unit);
 uint16_t *kv_tail_row(const struct kv *kv, int layer, int pos);
 

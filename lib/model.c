@@ -4,6 +4,7 @@
  * cache, output projection, residual, RMSNorm, SwiGLU FFN, residual;
  * then the final norm and the output projection to logits.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,6 +443,7 @@ struct attn_job {
 	struct model *m;
 	const struct kv *kv;
 	int layer, pos, n;	/* tokens at positions pos..pos+n-1 */
+	int row;		/* the first token's row in the batch */
 };
 
 /* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
@@ -449,10 +451,10 @@ struct attn_job {
 
 /*
  * Scores of nq queries (head_dim floats each, contiguous, group per
- * token) of tokens at positions first..last against cached positions
- * [0, last]: row stores as one matmul over their rows (f32 or f16),
- * grouped keys from their groups, then for each token the f16 rows of
- * its own group.  Every score is computed as it would be alone.
+ * token) of tokens at positions first..last against the cached slots
+ * [0, kv_seen(last)): row stores as one matmul over their rows (f32 or
+ * f16), grouped keys from their groups, then for each token the f16 rows
+ * of its own group.  Every score is computed as it would be alone.
  */
 static void
 attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
@@ -460,24 +462,64 @@ attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh,
 {
 	const struct model_config *c = &m->c;
 	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim;
-	int nq = (last - first + 1) * group, t, g0;
+	int nq = (last - first + 1) * group, t, g0, groups;
 
 	if (!kv->tail) {
 		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32,
 		    (const char *)kv_unit(kv, 0, layer, 0) + kvh * hd * (kv->k_unit / c->kv_dim),
-		    kv->k_unit, 0, last + 1, (int)hd, q, hd, nq, att, ld);
+		    kv->k_unit, 0, kv_seen(kv, last), (int)hd, q, hd, nq, att, ld);
 		return;
 	}
-	if (last / KV_GROUP > 0)
+	/* the complete groups; once a window's ring is full, every unit holds one */
+	groups = last / KV_GROUP < kv->slots / KV_GROUP ? last / KV_GROUP : kv->slots / KV_GROUP;
+	if (groups > 0)
 		quant_group_scores(kv->k_type == KV_Q4_0,
 		    (const char *)kv_unit(kv, 0, layer, 0) + kvh * hd * (kv->k_unit / c->kv_dim),
-		    kv->k_unit, last / KV_GROUP, (int)hd, q, hd, nq, att, ld);
+		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
 	for (t = first; t <= last; t++) {
 		/* a group's rows never wrap in the ring, which is whole groups long */
 		g0 = t / KV_GROUP * KV_GROUP;
 		quant_gemm(GGML_F16, kv_tail_row(kv, layer, g0) + kvh * hd, (size_t)c->kv_dim * 2,
 		    0, t - g0 + 1, (int)hd, q + (size_t)(t - first) * group * hd, hd, group,
-		    att + (size_t)(t - first) * group * ld + g0, ld);
+		    att + (size_t)(t - first) * group * ld + kv_slot(kv, g0), ld);
+	}
+}
+
+/*
+ * A windowed cache that has evicted e positions before a query at pos:
+ * the slots of evicted positions that still hold rows score -inf, and
+ * the sinks are scored again.  Keys are stored rotated by their own
+ * position, and RoPE makes a score depend on the distance alone, so the
+ * window's keys are already right for the query rotated by pos; the
+ * sinks must be e positions nearer, as if the window had closed up
+ * behind them, so they take the query rotated back by e.
+ */
+static void
+attention_window(const struct model *m, const struct kv *kv, int layer, int kvh, int pos,
+    const float *q, int group, float *att, float *scratch)
+{
+	const struct model_config *c = &m->c;
+	size_t ld = (size_t)m->att_cap;
+	int hd = c->head_dim, e = kv_evicted(kv, pos), seen = kv_seen(kv, pos), s, p, h, d;
+	float *qs = scratch, *key = scratch + (size_t)group * hd, sum;
+
+	if (e == 0)
+		return;
+	for (s = kv->sinks; s < seen; s++) {
+		p = kv_slot_pos(kv, pos, s);
+		if (p < kv->sinks + e)
+			for (h = 0; h < group; h++)
+				att[h * ld + s] = -INFINITY;
+	}
+	memcpy(qs, q, (size_t)group * hd * sizeof *qs);
+	rope(m, qs, group, -e);
+	for (p = 0; p < kv->sinks; p++) {
+		kv_key(kv, layer, p, kvh * hd, hd, key);
+		for (h = 0; h < group; h++) {
+			for (sum = 0, d = 0; d < hd; d++)
+				sum += qs[h * hd + d] * key[d];
+			att[h * ld + p] = sum;
+		}
 	}
 }
 
@@ -497,7 +539,7 @@ attention_values(const struct model *m, const struct kv *kv, int layer, int kvh,
 	int done = 0, h = a, end;
 
 	while (h < b) {
-		end = first + h / group + 1;	/* the positions query h sees */
+		end = kv_seen(kv, first + h / group);	/* the slots query h sees */
 		if (kv->v_type == KV_F32)
 			for (int s = h; s < b; s += 8)
 				quant_attn_values(end - done, b - s < 8 ? b - s : 8,
@@ -510,7 +552,7 @@ attention_values(const struct model *m, const struct kv *kv, int layer, int kvh,
 			    att + (size_t)h * ld + done, ld, v + (size_t)done * vb, vb, kvh * (int)hd,
 			    (int)hd, out + (size_t)h * hd, hd, done > 0);
 		done = end;
-		while (h < b && first + h / group + 1 == end)
+		while (h < b && kv_seen(kv, first + h / group) == end)
 			h++;
 	}
 }
@@ -536,15 +578,21 @@ attention_worker(void *arg, int ith, int nth)
 		/* the tile's queries side by side: token by token, the heads of this KV head */
 		for (i = i0; i < i1; i++)
 			memcpy(qt + (size_t)(i - i0) * group * hd,
-			    m->q + (size_t)i * q_dim + (size_t)kvh * group * hd, (size_t)group * hd * 4);
+			    m->q + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
+			    (size_t)group * hd * 4);
 		nq = (i1 - i0) * group;
 		attention_scores(m, job->kv, job->layer, kvh, job->pos + i0, job->pos + i1 - 1, qt,
 		    group, att);
+		for (i = i0; i < i1; i++)
+			attention_window(m, job->kv, job->layer, kvh, job->pos + i,
+			    qt + (size_t)(i - i0) * group * hd, group,
+			    att + (size_t)(i - i0) * group * m->att_cap, ot);	/* ot: free till the values */
 		for (g = 0; g < nq; g++)
-			quant_softmax(att + (size_t)g * m->att_cap, job->pos + i0 + g / group + 1, scale);
+			quant_softmax(att + (size_t)g * m->att_cap,
+			    kv_seen(job->kv, job->pos + i0 + g / group), scale);
 		attention_values(m, job->kv, job->layer, kvh, job->pos + i0, group, att, 0, nq, ot);
 		for (i = i0; i < i1; i++)
-			memcpy(m->xb + (size_t)i * q_dim + (size_t)kvh * group * hd,
+			memcpy(m->xb + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
 			    ot + (size_t)(i - i0) * group * hd, (size_t)group * hd * 4);
 	}
 }
@@ -560,17 +608,17 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 {
 	const struct model_config *c = &m->c;
 	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim;
-	int nth = pool_threads(m->pool), l, i, j;
+	int nth = pool_threads(m->pool), l, i, j, seen, one_by_one;
 	struct attn_job aj;
 	float *k, *v;
 
 	*err = 0;
-	/* max_ctx is a hard ceiling, checked before the pass starts. */
-	if (pos + n > kv->max_ctx) {
+	/* max_ctx is a hard ceiling, checked before the pass starts; a window slides past it. */
+	if (!kv->window && pos + n > kv->max_ctx) {
 		llm_seterr("context full: position %d is past max_ctx %d", pos + n - 1, kv->max_ctx);
 		goto fail;
 	}
-	if (pos < 0 || pos > kv->seq_len || n < 1 || n > MODEL_BATCH) {
+	if (pos < 0 || pos > kv->seq_len || n < 1 || n > MODEL_BATCH || pos > INT_MAX - n) {
 		llm_seterr("forward: bad position %d or batch %d", pos, n);
 		goto fail;
 	}
@@ -579,10 +627,11 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			llm_seterr("forward: bad token %d", tokens[i]);
 			goto fail;
 		}
-	if (pos + n > m->att_cap || nth > m->att_threads) {
+	seen = kv_seen(kv, pos + n - 1);
+	if (seen > m->att_cap || nth > m->att_threads) {
 		int cap = m->att_cap ? m->att_cap : 64;
 
-		while (cap < pos + n)
+		while (cap < seen)
 			cap *= 2;
 		free(m->att);
 		free(m->tile);
@@ -596,6 +645,11 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 	/* Grow the cache for the whole batch before any row is written. */
 	if (kv_grow_to(kv, pos + n) < 0)
 		goto fail;
+	/*
+	 * A batch that wraps a window's ring would overwrite rows its own
+	 * earlier tokens read: its tokens then write and attend one by one.
+	 */
+	one_by_one = kv->window && pos + n > kv->slots;
 
 	for (i = 0; i < n; i++)
 		quant_dequant_row(m->token_embd.type,
@@ -611,20 +665,22 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		 */
 		for (i = 0; i < n; i++)
 			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->attn_norm, D, c->rms_eps);
-		k = kv->k_type == KV_F32 ? kv_k_write(kv, l, pos) : m->kbuf;
-		v = kv->v_type == KV_F32 ? kv_v_write(kv, l, pos) : m->vbuf;
+		k = kv->k_type == KV_F32 && !one_by_one ? kv_k_write(kv, l, pos) : m->kbuf;
+		v = kv->v_type == KV_F32 && !one_by_one ? kv_v_write(kv, l, pos) : m->vbuf;
 		struct matvec qkv[] = { { m->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(m, qkv, 3, m->xb, D, n);
 		for (i = 0; i < n; i++) {
 			rope(m, m->q + (size_t)i * Q, c->n_heads, pos + i);
 			rope(m, k + (size_t)i * KV, c->n_kv_heads, pos + i);
 		}
-		if ((kv->k_type != KV_F32 && kv_put_k(kv, l, pos, n, k, KV) < 0) ||
-		    (kv->v_type != KV_F32 && kv_put_v(kv, l, pos, n, v, KV) < 0))
-			goto fail;
-
-		aj = (struct attn_job){ m, kv, l, pos, n };
-		pool_run(m->pool, attention_worker, &aj);
+		for (i = 0; i < (one_by_one ? n : 1); i++) {
+			int p = pos + i, b = one_by_one ? 1 : n;
+			if ((k == m->kbuf && kv_put_k(kv, l, p, b, k + (size_t)i * KV, KV) < 0) ||
+			    (v == m->vbuf && kv_put_v(kv, l, p, b, v + (size_t)i * KV, KV) < 0))
+				goto fail;
+			aj = (struct attn_job){ m, kv, l, p, b, i };
+			pool_run(m->pool, attention_worker, &aj);
+		}
 		/* Rotated values give the rotated output; the transform is its own inverse. */
 		if (kv->v_rotated)
 			for (i = 0; i < n; i++)

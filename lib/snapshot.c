@@ -140,7 +140,7 @@ block_of(const struct kv *kv, int layer, int which, int n, void **buf)
 	*buf = NULL;
 	if (which || !kv->tail)
 		return kv_unit(kv, which, layer, 0);
-	groups = (size_t)(n / KV_GROUP) * kv->k_unit;
+	groups = (size_t)(kv_rows(kv, n) / KV_GROUP) * kv->k_unit;
 	p = *buf = xmalloc(kv_block_bytes(kv, 0, n) + 1);
 	memcpy(p, kv_unit(kv, 0, layer, 0), groups);
 	for (pos = n / KV_GROUP * KV_GROUP; pos < n; pos++)
@@ -152,7 +152,11 @@ int
 snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *kv,
     const int *tokens, int n_pos)
 {
-	uint64_t dir_offset = align_up(SNAP_HEADER_SIZE + 4ull * n_pos, 8);
+	/* A windowed cache is version 3: a longer header, and the position of each row. */
+	uint32_t header = kv->window ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE;
+	uint32_t rows = (uint32_t)kv_rows(kv, n_pos);
+	uint64_t pos_offset = align_up(header + 4ull * n_pos, 8);
+	uint64_t dir_offset = kv->window ? align_up(pos_offset + 4ull * rows, 8) : pos_offset;
 	uint64_t meta_end = dir_offset + (uint64_t)SNAP_DIR_ENTRY * meta->n_layers;
 	uint64_t data_offset = align_up(meta_end, SNAP_ALIGN);
 	uint64_t block[2], stride[2], off;
@@ -165,7 +169,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 
 	if (n_pos < 0 || n_pos > kv->seq_len || (uint32_t)kv->kv_dim != meta->kv_dim ||
 	    (uint32_t)kv->n_layers != meta->n_layers || kv->k_type != meta->k_type ||
-	    kv->v_type != meta->v_type) {
+	    kv->v_type != meta->v_type || (kv->window && n_pos != kv->seq_len)) {
 		llm_seterr("snapshot: %d positions do not fit the cache", n_pos);
 		free(copy), free(dir);
 		return -1;
@@ -177,8 +181,8 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	m = xcalloc(1, (size_t)data_offset);
 	memcpy(m, SNAP_MAGIC, 8);
 	/* An f32 cache is a version 1 file, as before the types: old readers still read it. */
-	put32(m + 8, kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2);
-	put32(m + 12, SNAP_HEADER_SIZE);
+	put32(m + 8, kv->window ? 3 : kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2);
+	put32(m + 12, header);
 	put16(m + 16, (uint16_t)kv->k_type);
 	put16(m + 18, (uint16_t)kv->v_type);
 	put32(m + 20, meta->n_layers);
@@ -191,12 +195,20 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	memcpy(m + 48, &meta->rope_base, 4);
 	put32(m + 52, (uint32_t)kv->rot);
 	memcpy(m + 56, meta->fingerprint, 32);
-	put64(m + 88, SNAP_HEADER_SIZE);
+	put64(m + 88, header);
 	put64(m + 96, dir_offset);
 	put64(m + 104, data_offset);
 	put64(m + 112, data_offset + (stride[0] + stride[1]) * meta->n_layers);
 	for (i = 0; i < n_pos; i++)
-		put32(m + SNAP_HEADER_SIZE + 4 * i, (uint32_t)tokens[i]);
+		put32(m + header + 4 * i, (uint32_t)tokens[i]);
+	if (kv->window) {
+		put32(m + 128, (uint32_t)kv->sinks);
+		put32(m + 132, (uint32_t)kv->window);
+		put32(m + 136, rows);
+		put64(m + 144, pos_offset);
+		for (l = 0; l < rows; l++)
+			put32(m + pos_offset + 4 * l, (uint32_t)kv_slot_pos(kv, n_pos - 1, (int)l));
+	}
 	off = data_offset;
 	for (l = 0; l < meta->n_layers; l++) {
 		uint8_t *e = m + dir_offset + SNAP_DIR_ENTRY * l;
@@ -270,6 +282,7 @@ snapshot_close(struct snapshot *s)
 	if (s->map)
 		munmap((void *)s->map, s->size);
 	free(s->dir);
+	free(s->order);
 	memset(s, 0, sizeof *s);
 }
 
@@ -293,14 +306,40 @@ by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+static const struct snapshot *sorting;
+
+static int
+by_position(const void *a, const void *b)
+{
+	uint32_t x = snapshot_row_pos(sorting, *(const uint32_t *)a);
+	uint32_t y = snapshot_row_pos(sorting, *(const uint32_t *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+/* The rows of a window in the order of their positions: the sinks, then the ring from its oldest. */
+static void
+order_rows(struct snapshot *s)
+{
+	uint32_t r;
+
+	s->order = xmalloc((s->n_rows ? s->n_rows : 1) * sizeof *s->order);
+	for (r = 0; r < s->n_rows; r++)
+		s->order[r] = r;
+	sorting = s;
+	qsort(s->order, s->n_rows, sizeof *s->order, by_position);
+	sorting = NULL;
+}
+
 int
 snapshot_open(struct snapshot *s, const char *path)
 {
 	char msg[256];
 	struct stat st;
 	const uint8_t *h;
-	uint64_t meta_end, block[2], file_size, sum;
+	uint64_t meta_end, block[2], file_size, sum, pos_offset;
 	struct interval *iv;
+	struct kv shape;
 	uint32_t l, header_size, n;
 	uint8_t *copy;
 	int fd;
@@ -352,7 +391,8 @@ snapshot_open(struct snapshot *s, const char *path)
 	s->dir_offset = get64(h + 96);
 	s->data_offset = get64(h + 104);
 	file_size = get64(h + 112);
-	if (header_size != SNAP_HEADER_SIZE)
+	if (header_size != (s->version == 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE) ||
+	    header_size > s->size)
 		return bad(s, "bad header size");
 	if (!kv_type_name(s->meta.k_type) || !kv_type_name(s->meta.v_type)) {
 		snprintf(msg, sizeof msg, "%s type %d is not supported (f32 0, f16 1, q4_0 2, q8_0 8 are)",
@@ -378,7 +418,26 @@ snapshot_open(struct snapshot *s, const char *path)
 		    s->meta.rot, kv_type_name(s->meta.v_type), s->meta.head_dim);
 		return bad(s, msg);
 	}
-	if (s->n_pos > s->meta.max_ctx) {
+	s->n_rows = s->n_pos;
+	pos_offset = align_up(header_size + 4ull * s->n_pos, 8);
+	if (s->version == 3) {
+		s->meta.sinks = get32(h + 128);
+		s->meta.window = get32(h + 132);
+		s->n_rows = get32(h + 136);
+		memset(&shape, 0, sizeof shape);
+		if (s->meta.sinks > KV_MAX_CTX || s->meta.window > KV_MAX_CTX ||
+		    kv_window_shape(&shape, s->meta.k_type, (int)s->meta.max_ctx,
+		    (int)s->meta.sinks, (int)s->meta.window) < 0) {
+			snprintf(msg, sizeof msg, "bad window: %s", llm_err());
+			return bad(s, msg);
+		}
+		if (s->n_pos > INT32_MAX - 1 || s->n_rows != (uint32_t)kv_rows(&shape, (int)s->n_pos) ||
+		    get32(h + 140) != 0 || get64(h + 152) != 0 || get64(h + 144) != pos_offset) {
+			snprintf(msg, sizeof msg, "window of %u rows does not match n_pos %u", s->n_rows,
+			    s->n_pos);
+			return bad(s, msg);
+		}
+	} else if (s->n_pos > s->meta.max_ctx) {
 		snprintf(msg, sizeof msg, "n_pos %u is more than max_ctx %u", s->n_pos, s->meta.max_ctx);
 		return bad(s, msg);
 	}
@@ -390,8 +449,8 @@ snapshot_open(struct snapshot *s, const char *path)
 	}
 	/* All sizes below are bounded by the checks above, so none overflows. */
 	meta_end = s->dir_offset + (uint64_t)SNAP_DIR_ENTRY * s->meta.n_layers;
-	if (get64(h + 88) != SNAP_HEADER_SIZE ||
-	    s->dir_offset != align_up(SNAP_HEADER_SIZE + 4ull * s->n_pos, 8) ||
+	if (get64(h + 88) != header_size ||
+	    s->dir_offset != (s->version == 3 ? align_up(pos_offset + 4ull * s->n_rows, 8) : pos_offset) ||
 	    s->data_offset % SNAP_ALIGN || s->data_offset < meta_end || s->data_offset > s->size)
 		return bad(s, "bad token, directory or data offset in header");
 	copy = xmalloc((size_t)meta_end);
@@ -401,10 +460,23 @@ snapshot_open(struct snapshot *s, const char *path)
 	free(copy);
 	if (sum != get64(h + 120))
 		return bad(s, "header checksum mismatch: the header, tokens or directory are corrupt");
-	s->tokens = h + SNAP_HEADER_SIZE;
+	s->tokens = h + header_size;
+	s->tail_slot = s->n_pos / KV_GROUP * KV_GROUP;
+	if (s->version == 3) {
+		/* the rows hold the positions the window keeps, no others */
+		s->positions = h + pos_offset;
+		for (l = 0; l < s->n_rows; l++)
+			if (get32(s->positions + 4 * l) != (uint32_t)kv_slot_pos(&shape, (int)s->n_pos - 1, (int)l)) {
+				snprintf(msg, sizeof msg, "row %u holds position %u, not the one its window "
+				    "keeps there", l, get32(s->positions + 4 * l));
+				return bad(s, msg);
+			}
+		s->tail_slot = (uint32_t)kv_slot(&shape, (int)s->tail_slot);
+		order_rows(s);
+	}
 
-	block[0] = kv_block_bytes_of(s->meta.k_type, 0, (int)s->meta.kv_dim, (int)s->n_pos);
-	block[1] = kv_block_bytes_of(s->meta.v_type, 1, (int)s->meta.kv_dim, (int)s->n_pos);
+	block[0] = kv_block_bytes_of(s->meta.k_type, 0, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
+	block[1] = kv_block_bytes_of(s->meta.v_type, 1, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
 	n = 2 * s->meta.n_layers;
 	s->dir = xcalloc(s->meta.n_layers, sizeof *s->dir);
 	iv = xcalloc(n, sizeof *iv);
@@ -464,10 +536,23 @@ block_length(const struct snapshot *s, uint32_t layer, int which)
 }
 
 void
-snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t pos, float *out)
+snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, float *out)
 {
 	kv_block_row(which ? s->meta.v_type : s->meta.k_type, which, (int)s->meta.kv_dim,
-	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)s->n_pos, (int)pos, out);
+	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)s->n_rows, (int)s->n_pos,
+	    (int)s->tail_slot, (int)r, out);
+}
+
+uint32_t
+snapshot_row_pos(const struct snapshot *s, uint32_t r)
+{
+	return s->positions ? get32(s->positions + 4 * r) : r;
+}
+
+uint32_t
+snapshot_row_at(const struct snapshot *s, uint32_t i)
+{
+	return s->order ? s->order[i] : i;
 }
 
 int
@@ -511,12 +596,14 @@ verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size
 	return 0;
 }
 
-/* With grouped keys, the positions [0, n) the file can give: see snapshot_load. */
+/* The positions [0, n) the file can give: see snapshot_load. */
 static int
 loadable(const struct snapshot *s, uint32_t n)
 {
 	int grouped = s->meta.k_type == KV_Q8_0 || s->meta.k_type == KV_Q4_0;
 
+	if (s->n_rows < s->n_pos)	/* a wrapped ring: its old rows are overwritten */
+		return n == s->n_pos || n == 0;
 	return !grouped || n % KV_GROUP == 0 || n / KV_GROUP == s->n_pos / KV_GROUP;
 }
 
@@ -526,6 +613,7 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 	size_t groups, row = (size_t)s->meta.kv_dim * sizeof(uint16_t);
 	const uint8_t *tail;
 	uint32_t l, p;
+	int rows;
 
 	if ((uint32_t)kv->n_layers != s->meta.n_layers || (uint32_t)kv->kv_dim != s->meta.kv_dim) {
 		llm_seterr("snapshot shape %u layers x %u does not match the cache's %d x %d",
@@ -538,6 +626,11 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		    kv_type_name(kv->k_type), kv_type_name(kv->v_type));
 		return -1;
 	}
+	if ((uint32_t)kv->sinks != s->meta.sinks || (uint32_t)kv->window != s->meta.window) {
+		llm_seterr("the snapshot's window is %u sinks and %u positions, this cache's %d and %d",
+		    s->meta.sinks, s->meta.window, kv->sinks, kv->window);
+		return -1;
+	}
 	if (n > s->n_pos || !loadable(s, n)) {
 		llm_seterr("snapshot has %u positions, not %u", s->n_pos, n);
 		return -1;
@@ -547,11 +640,12 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		return -1;
 	/*
 	 * Every block is checked, even past n: a damaged file is refused
-	 * whatever part of it is used.  Rows [0, n) of a layer are contiguous
-	 * in both the file and the cache; so are grouped keys' groups, whose
-	 * f16 rows after them go to the ring.
+	 * whatever part of it is used.  The rows of [0, n) of a layer are
+	 * contiguous in both the file and the cache; so are grouped keys'
+	 * groups, whose f16 rows after them go to the ring.
 	 */
-	groups = (size_t)(n / KV_GROUP) * kv->k_unit;
+	rows = kv_rows(kv, (int)n);
+	groups = (size_t)(rows / KV_GROUP) * kv->k_unit;
 	for (l = 0; l < s->meta.n_layers; l++) {
 		if (verify_copy(s, l, 0, kv_unit(kv, 0, (int)l, 0),
 		    kv->tail ? groups : kv_block_bytes(kv, 0, (int)n)) < 0 ||
@@ -559,7 +653,7 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 			kv_clear(kv);
 			return -1;
 		}
-		tail = (const uint8_t *)snapshot_block(s, l, 0) + (size_t)(s->n_pos / KV_GROUP) * kv->k_unit;
+		tail = (const uint8_t *)snapshot_block(s, l, 0) + (size_t)(s->n_rows / KV_GROUP) * kv->k_unit;
 		for (p = n / KV_GROUP * KV_GROUP; kv->tail && p < n; p++)
 			memcpy(kv_tail_row(kv, (int)l, (int)p), tail + (size_t)(p % KV_GROUP) * row, row);
 	}
@@ -578,7 +672,8 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 	if (lcp > 0 && (int)lcp == n_ids)
 		lcp--;
 	if (!loadable(s, lcp))
-		lcp = lcp / KV_GROUP * KV_GROUP;	/* the rest of its group is recomputed */
+		/* grouped keys: the rest of its group is recomputed; a wrapped window: everything */
+		lcp = s->n_rows < s->n_pos ? 0 : lcp / KV_GROUP * KV_GROUP;
 	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
 }
 
@@ -641,8 +736,21 @@ snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl)
 	}
 	sl->l0 = sl->layer < 0 ? 0 : (uint32_t)sl->layer;
 	sl->l1 = sl->layer < 0 ? m->n_layers : (uint32_t)sl->layer + 1;
-	sl->p0 = sl->have_pos ? (uint32_t)sl->pos_a : 0;
-	sl->p1 = sl->have_pos ? (uint32_t)sl->pos_b + 1 : s->n_pos;
+	sl->p0 = 0;
+	sl->p1 = s->n_rows;
+	if (sl->have_pos) {
+		/* the stored positions in [A, B]; a window may have evicted some or all */
+		while (sl->p0 < s->n_rows && snapshot_row_pos(s, snapshot_row_at(s, sl->p0)) < sl->pos_a)
+			sl->p0++;
+		while (sl->p1 > sl->p0 && snapshot_row_pos(s, snapshot_row_at(s, sl->p1 - 1)) > sl->pos_b)
+			sl->p1--;
+		if (sl->p0 == sl->p1) {
+			llm_seterr("--pos %ld-%ld: evicted from the window (%u sinks, then positions "
+			    "%u-%u)", sl->pos_a, sl->pos_b, m->sinks, s->n_pos > m->window ?
+			    s->n_pos - m->window : 0, s->n_pos - 1);
+			return -1;
+		}
+	}
 	/* head * head_dim < n_kv_heads * head_dim = kv_dim, which the open bounded */
 	sl->d0 = sl->head < 0 ? 0 : (uint32_t)sl->head * m->head_dim;
 	sl->d1 = sl->head < 0 ? m->kv_dim : sl->d0 + m->head_dim;

@@ -8,8 +8,9 @@
 #include "kv.h"
 
 #define SNAP_MAGIC "LLMKVSNP"
-#define SNAP_VERSION 2		/* the highest this build reads; f32 caches are written as 1 */
-#define SNAP_HEADER_SIZE 128
+#define SNAP_VERSION 3		/* the highest this build reads; f32 caches are written as 1 */
+#define SNAP_HEADER_SIZE 128	/* versions 1 and 2 */
+#define SNAP_HEADER_SIZE_3 160	/* version 3: a windowed cache */
 #define SNAP_ALIGN 4096
 #define SNAP_DIR_ENTRY 48
 /* What a snapshot says about the model and the cache. */
@@ -19,6 +20,7 @@ struct snap_meta {
 	uint8_t fingerprint[32];
 	int k_type, v_type;	/* KV_F32 ... (kv.h) */
 	uint32_t rot;		/* the Hadamard block of the values, 0 if not rotated */
+	uint32_t sinks, window;	/* window 0: not windowed */
 };
 
 struct snap_dir {
@@ -30,9 +32,13 @@ struct snapshot {
 	const uint8_t *map;
 	size_t size;
 	uint32_t version, n_pos;
+	uint32_t n_rows;		/* rows per block: n_pos, or a window's slots */
 	struct snap_meta meta;
 	uint64_t dir_offset, data_offset;
 	const uint8_t *tokens;		/* n_pos little-endian uint32 */
+	const uint8_t *positions;	/* n_rows little-endian uint32; NULL: row r is position r */
+	uint32_t *order;		/* the rows by position; NULL: in order */
+	uint32_t tail_slot;		/* the row of the incomplete key group's first position */
 	struct snap_dir *dir;		/* n_layers entries, decoded */
 };
 
@@ -53,16 +59,21 @@ void snapshot_close(struct snapshot *s);
 uint32_t snapshot_token(const struct snapshot *s, uint32_t pos);
 /* The K (which 0) or V (1) block of a layer, as stored (llm-kv(5)). */
 const void *snapshot_block(const struct snapshot *s, uint32_t layer, int which);
-/* Row pos of a block, dequantized and rotated back: kv_dim floats into out. */
-void snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t pos, float *out);
+/* Row r of a block, dequantized and rotated back: kv_dim floats into out. */
+void snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, float *out);
+/* The position row r holds. */
+uint32_t snapshot_row_pos(const struct snapshot *s, uint32_t r);
+/* The row that holds the i-th stored position, in increasing order. */
+uint32_t snapshot_row_at(const struct snapshot *s, uint32_t i);
 /* Check one block's checksum; 0 or -1 with llm_err() naming it. */
 int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
 
 /*
  * Verify every block, then copy positions [0, n) into an empty cache of
- * the same shape and types, which grows to hold them by its doubling
- * rule.  With grouped keys, n must end a group or lie in the file's last
- * one: the f16 rows of the other groups are not stored.
+ * the same shape, types and window, which grows to hold them by its
+ * doubling rule.  With grouped keys, n must end a group or lie in the
+ * file's last one: the f16 rows of the other groups are not stored.  A
+ * window whose ring has wrapped gives all its positions or none.
  */
 int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
 
@@ -72,7 +83,8 @@ int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
  * needs and the file does not hold.  With grouped keys, a prefix that
  * ends inside a complete group is cut back to the group's start, whose
  * exact rows are not stored: the rest is recomputed, and the results
- * stay bitwise those of recomputing everything.  Returns the positions
+ * stay bitwise those of recomputing everything.  A wrapped window that
+ * would have to be cut is not loaded at all (0).  Returns the positions
  * loaded, or -1 with llm_err() set.
  */
 int snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_ids);
@@ -86,7 +98,10 @@ struct snap_slice {
 	long layer, head;	/* -1: all */
 	int have_pos;
 	long pos_a, pos_b;
-	/* What snapshot_slice_check makes of it, half-open ranges. */
+	/*
+	 * What snapshot_slice_check makes of it, half-open ranges: p0..p1
+	 * index the stored positions in order (snapshot_row_at).
+	 */
 	uint32_t l0, l1, p0, p1, d0, d1;
 };
 

@@ -80,23 +80,27 @@ ref_rmsnorm(double *out, const double *x, const float *g, int dim, int n, double
 	}
 }
 
+/* RoPE of one head of head_dim at position pos, into out. */
 static void
-ref_rope(double *v, int n_heads, int head_dim, int rope_dim, double base, int n)
+ref_rope(double *out, const double *v, int head_dim, int rope_dim, double base, int pos)
 {
-	for (int t = 0; t < n; t++)
-		for (int h = 0; h < n_heads; h++)
-			for (int i = 0; i < rope_dim / 2; i++) {
-				double th = t / pow(base, 2.0 * i / rope_dim);
-				double *p = v + ((size_t)t * n_heads + h) * head_dim + 2 * i;
-				double a = p[0], b = p[1];
-				p[0] = a * cos(th) - b * sin(th);
-				p[1] = a * sin(th) + b * cos(th);
-			}
+	memcpy(out, v, head_dim * sizeof *out);
+	for (int i = 0; i < rope_dim / 2; i++) {
+		double th = pos / pow(base, 2.0 * i / rope_dim);
+		double a = v[2 * i], b = v[2 * i + 1];
+		out[2 * i] = a * cos(th) - b * sin(th);
+		out[2 * i + 1] = a * sin(th) + b * cos(th);
+	}
 }
 
-/* logits[t][vocab] for every position of ids */
+/*
+ * logits[t][vocab] for every position of ids.  With a window (W > 0),
+ * StreamingLLM as its paper states it: the query at t sees the S sinks
+ * and the newest W positions, and RoPE rotates each by its place in the
+ * cache, the sinks first and the window closed up behind them.
+ */
 static double *
-ref_forward(const struct model *m, const int *ids, int n)
+ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 {
 	const struct model_config *c = &m->c;
 	int D = c->dim, HD = c->head_dim, KVD = c->kv_dim, F = c->ffn_dim;
@@ -106,6 +110,7 @@ ref_forward(const struct model *m, const int *ids, int n)
 	double *g = xcalloc((size_t)n * F, sizeof *x), *u = xcalloc((size_t)n * F, sizeof *x);
 	double *logits = xcalloc((size_t)n * c->vocab_size, sizeof *x);
 	double *emb = dense(&m->token_embd);
+	double *att = xcalloc((size_t)n, sizeof *att), qr[256], kr[256];
 
 	for (int t = 0; t < n; t++)
 		memcpy(x + (size_t)t * D, emb + (size_t)ids[t] * D, D * sizeof *x);
@@ -116,16 +121,21 @@ ref_forward(const struct model *m, const int *ids, int n)
 		ref_matmul(q, &L->wq, xb, n);
 		ref_matmul(k, &L->wk, xb, n);
 		ref_matmul(v, &L->wv, xb, n);
-		ref_rope(q, c->n_heads, HD, c->rope_dim, c->rope_base, n);
-		ref_rope(k, c->n_kv_heads, HD, c->rope_dim, c->rope_base, n);
-		for (int t = 0; t < n; t++)
+		for (int t = 0; t < n; t++) {
+			int e = W && t - (S + W - 1) > 0 ? t - (S + W - 1) : 0;	/* evicted */
 			for (int h = 0; h < c->n_heads; h++) {
 				int kh = h / (c->n_heads / c->n_kv_heads);
-				double att[512], max = -INFINITY, sum = 0;
+				double max = -INFINITY, sum = 0;
+				ref_rope(qr, q + (size_t)t * D + h * HD, HD, c->rope_dim, c->rope_base, t - e);
 				for (int s = 0; s <= t; s++) {	/* causal */
 					double d = 0;
+					att[s] = -INFINITY;
+					if (s >= S && s < S + e)
+						continue;
+					ref_rope(kr, k + (size_t)s * KVD + kh * HD, HD, c->rope_dim, c->rope_base,
+					    s < S ? s : s - e);
 					for (int i = 0; i < HD; i++)
-						d += q[(size_t)t * D + h * HD + i] * k[(size_t)s * KVD + kh * HD + i];
+						d += qr[i] * kr[i];
 					att[s] = d / sqrt(HD);
 					max = fmax(max, att[s]);
 				}
@@ -138,6 +148,7 @@ ref_forward(const struct model *m, const int *ids, int n)
 					xb[(size_t)t * D + h * HD + i] = acc;
 				}
 			}
+		}
 		ref_matmul(o, &L->wo, xb, n);
 		for (int i = 0; i < n * D; i++)
 			x[i] += o[i];
@@ -152,8 +163,14 @@ ref_forward(const struct model *m, const int *ids, int n)
 	}
 	ref_rmsnorm(xb, x, m->output_norm, D, n, c->rms_eps);
 	ref_matmul(logits, &m->output, xb, n);
-	free(x), free(xb), free(q), free(k), free(v), free(o), free(g), free(u), free(emb);
+	free(x), free(xb), free(q), free(k), free(v), free(o), free(g), free(u), free(emb), free(att);
 	return logits;
+}
+
+static double *
+ref_forward(const struct model *m, const int *ids, int n)
+{
+	return ref_forward_window(m, ids, n, 0, 0);
 }
 
 static void
@@ -363,7 +380,7 @@ same_cache(const struct kv *a, const struct kv *b, int n)
 	for (int l = 0; l < a->n_layers; l++)
 		for (int w = 0; w < 2; w++) {
 			size_t len = kv_block_bytes(a, w, n), part = w == 0 && a->tail ?
-			    (size_t)(n / KV_GROUP) * a->k_unit : len;
+			    (size_t)(kv_rows(a, n) / KV_GROUP) * a->k_unit : len;
 			if (memcmp(kv_unit(a, w, l, 0), kv_unit(b, w, l, 0), part) != 0)
 				return 0;
 			for (int p = n / KV_GROUP * KV_GROUP; w == 0 && a->tail && p < n; p++)
@@ -526,6 +543,157 @@ kv_types_stay_close_to_f32(void)
 	model_free(&mm);
 }
 
+/* ---- windowed caches ---- */
+
+/* The cache of kv_types[t] (t < 0: f32), windowed. */
+static int
+window_cache(const struct model *mm, struct kv *kv, int t, int max_ctx, int S, int W)
+{
+	if (kv_init_types(kv, mm->c.n_layers, mm->c.n_kv_heads, mm->c.head_dim, max_ctx, 0,
+	    t < 0 ? KV_F32 : kv_types[t][0], t < 0 ? KV_F32 : kv_types[t][1]) < 0)
+		return -1;
+	return kv_set_window(kv, S, W);
+}
+
+/*
+ * Every token's logits of a windowed run, far past max_ctx, against the
+ * double-precision StreamingLLM reference: with sinks and without, one
+ * token at a time and in batches, which wrap the ring.
+ */
+static void
+window_matches_double_reference(void)
+{
+	enum { N = 170, CTX = 64 };
+	static const int windows[][2] = { { 4, 40 }, { 0, 44 }, { 4, 60 } };
+	struct model mm;
+	struct kv kv;
+	size_t V;
+	int ids[N], i, w, t, b, err;
+	float *lg;
+
+	CHECK(model_load(&mm, tiny_model(GGML_F32)) == 0, "%s", llm_err());
+	V = (size_t)mm.c.vocab_size;
+	lg = xmalloc((size_t)N * V * sizeof *lg);
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 7919 + 3) % mm.c.vocab_size;
+	for (w = 0; w < 3; w++) {
+		int S = windows[w][0], W = windows[w][1];
+		double *ref = ref_forward_window(&mm, ids, N, S, W);
+		/* f32, then each type; batches of 1 and of 64 */
+		for (t = -1; t < N_KV_TYPES; t++)
+			for (int batch = 1; batch <= 64; batch += 63) {
+				double worst = 0;
+				CHECK(window_cache(&mm, &kv, t, CTX, S, W) == 0, "%s", llm_err());
+				for (i = 0; i < N; i += b) {
+					b = N - i < batch ? N - i : batch;
+					model_forward_logits(&mm, &kv, ids + i, b, i, lg + i * V, &err);
+					CHECK(!err, "%s", llm_err());
+				}
+				for (i = 0; i < N; i++) {
+					double maxabs = 0, maxdiff = 0;
+					for (size_t j = 0; j < V; j++) {
+						double r = ref[i * V + j];
+						maxabs = worst_of(maxabs, fabs(r));
+						maxdiff = worst_of(maxdiff, fabs(lg[i * V + j] - r));
+					}
+					worst = worst_of(worst, maxdiff / maxabs);
+				}
+				/* f32 as the plain path; the other types within their rounding */
+				CHECK(worst <= (t < 0 ? 1e-4 : kv_types[t][1] == KV_Q4_0 ? 0.1 : 0.05), "S %d W %d k %s v %s, batch %d: "
+				    "relative logit error %g", S, W, t < 0 ? "f32" : kv_type_name(kv_types[t][0]),
+				    t < 0 ? "f32" : kv_type_name(kv_types[t][1]), batch, worst);
+				kv_free(&kv);
+			}
+		free(ref);
+	}
+	free(lg);
+	model_free(&mm);
+}
+
+/*
+ * A window is bitwise the same whatever the batching, for every type,
+ * and its footprint stops growing once its slots are full.
+ */
+static void
+window_batched_equals_token_by_token(void)
+{
+	enum { N = 420, CTX = 128 };
+	static const int chunks[] = { 13, 64 };
+	struct model mm;
+	struct kv one, b;
+	size_t V, full;
+	float *want, *got = NULL;
+	int ids[N], err, i, t;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	V = (size_t)mm.c.vocab_size;
+	want = xmalloc(V * sizeof *want);
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 31 + 7) % mm.c.vocab_size;
+	for (t = -1; t < N_KV_TYPES; t++) {
+		const char *name = t < 0 ? "f32" : kv_type_name(kv_types[t][0]);
+		const char *vname = t < 0 ? "f32" : kv_type_name(kv_types[t][1]);
+		CHECK(window_cache(&mm, &one, t, CTX, 4, 100) == 0, "%s", llm_err());
+		full = 0;
+		for (i = 0; i < N; i++) {
+			model_forward(&mm, &one, ids[i], i, i == N - 1, &err);
+			CHECK(!err, "%s", llm_err());
+			if (i == one.slots)
+				full = kv_bytes(&one);
+			CHECK(i < one.slots || kv_bytes(&one) == full, "k %s v %s: kv_bytes %zu at "
+			    "position %d, %zu when the slots filled", name, vname, kv_bytes(&one), i, full);
+		}
+		CHECK(one.cap == one.slots && one.slots <= CTX + 2 * KV_GROUP, "k %s v %s: cap %d of "
+		    "%d slots", name, vname, one.cap, one.slots);
+		memcpy(want, mm.logits, V * sizeof *want);
+		for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+			CHECK(window_cache(&mm, &b, t, CTX, 4, 100) == 0, "%s", llm_err());
+			for (i = 0; i < N; i += chunks[c]) {
+				int k = N - i < chunks[c] ? N - i : chunks[c];
+				got = model_prefill(&mm, &b, ids + i, k, i, i + k == N, &err);
+				CHECK(!err, "%s", llm_err());
+			}
+			CHECK(got && memcmp(got, want, V * sizeof *want) == 0,
+			    "k %s v %s: chunks of %d differ from one token at a time", name, vname, chunks[c]);
+			CHECK(same_cache(&one, &b, N), "k %s v %s: chunks of %d: the caches differ",
+			    name, vname, chunks[c]);
+			kv_free(&b);
+		}
+		kv_free(&one);
+	}
+	free(want);
+	model_free(&mm);
+}
+
+/* Until the window slides, a windowed cache is bitwise the plain one. */
+static void
+window_before_slide_is_plain(void)
+{
+	enum { N = 103, CTX = 128 };	/* positions 0..102: sinks 4 + window 100 hold them all */
+	struct model mm;
+	struct kv plain, win;
+	float *a, *b;
+	int ta[N], tb[N], t;
+	size_t bytes;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	bytes = (size_t)N * mm.c.vocab_size * sizeof(float);
+	a = xmalloc(bytes), b = xmalloc(bytes);
+	for (t = -1; t < N_KV_TYPES; t++) {
+		CHECK(window_cache(&mm, &win, t, CTX, 4, 100) == 0, "%s", llm_err());
+		CHECK(kv_init_types(&plain, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, CTX, 0,
+		    win.k_type, win.v_type) == 0, "%s", llm_err());
+		greedy_run(&mm, &plain, N, a, ta);
+		greedy_run(&mm, &win, N, b, tb);
+		CHECK(memcmp(a, b, bytes) == 0 && memcmp(ta, tb, sizeof ta) == 0,
+		    "k %s v %s: windowed differs before it slides", kv_type_name(win.k_type),
+		    kv_type_name(win.v_type));
+		kv_free(&plain), kv_free(&win);
+	}
+	free(a), free(b);
+	model_free(&mm);
+}
+
 int
 main(void)
 {
@@ -552,5 +720,8 @@ main(void)
 	TEST(kv_types_batched_equals_token_by_token);
 	TEST(kv_types_grow_equals_prealloc);
 	TEST(kv_types_stay_close_to_f32);
+	TEST(window_matches_double_reference);
+	TEST(window_batched_equals_token_by_token);
+	TEST(window_before_slide_is_plain);
 	CHECK_EXIT();
 }

@@ -40,6 +40,8 @@ meta_of(const struct kv *kv, struct snap_meta *meta)
 	meta->k_type = kv->k_type;
 	meta->v_type = kv->v_type;
 	meta->rot = (uint32_t)kv->rot;
+	meta->sinks = (uint32_t)kv->sinks;
+	meta->window = (uint32_t)kv->window;
 	model_fingerprint(&m, meta->fingerprint);
 }
 
@@ -80,13 +82,14 @@ extend_greedy(const int *ids_in, int n, int k, int *ids)
 	return n + k;
 }
 
-/* The cache types the resume tests run with; f32 unless a test sets them. */
-static int k_type = KV_F32, v_type = KV_F32;
+/* The cache types and window the resume tests run with; f32, no window, unless a test sets them. */
+static int k_type = KV_F32, v_type = KV_F32, sinks, window;
 
 static void
 new_cache(struct kv *kv)
 {
-	if (kv_init_types(kv, m.c.n_layers, m.c.n_kv_heads, m.c.head_dim, 512, 0, k_type, v_type) < 0)
+	if (kv_init_types(kv, m.c.n_layers, m.c.n_kv_heads, m.c.head_dim, 512, 0, k_type, v_type) < 0 ||
+	    (window && kv_set_window(kv, sinks, window) < 0))
 		die(1, "%s", llm_err());
 }
 
@@ -162,6 +165,44 @@ every_cache_type_resumes_bitwise(void)
 		    kv_type_name(v_type), r);
 	}
 	k_type = v_type = KV_F32;
+}
+
+/*
+ * A windowed cache resumes bitwise too, for every type: after its ring
+ * has wrapped (all positions or none: the old rows are overwritten), and
+ * before (as a plain cache).
+ */
+static void
+windowed_caches_resume_bitwise(void)
+{
+	static const int types[][2] = { { KV_F32, KV_F32 }, { KV_F16, KV_F16 },
+		{ KV_Q8_0, KV_Q8_0 }, { KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_F32 } };
+	int base[400], ids[400], r, grouped;
+
+	for (int i = 0; i < 400; i++)
+		base[i] = (i * 37 + 11) % m.c.vocab_size;
+	sinks = 4, window = 100;
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		k_type = types[t][0], v_type = types[t][1];
+		grouped = k_type == KV_Q8_0 || k_type == KV_Q4_0;
+		/* slid far past the window: 300 positions saved, 400 wanted */
+		r = resume_matches_scratch(base, 300, base, 400, kv_type_name(k_type));
+		CHECK(r == 300, "k %s v %s: extension reused %d", kv_type_name(k_type),
+		    kv_type_name(v_type), r);
+		/* the input diverges inside the slid window: nothing can be reused */
+		memcpy(ids, base, sizeof base);
+		ids[250] = (ids[250] + 1) % m.c.vocab_size;
+		r = resume_matches_scratch(base, 300, ids, 320, kv_type_name(k_type));
+		CHECK(r == 0, "k %s v %s: divergent reused %d", kv_type_name(k_type),
+		    kv_type_name(v_type), r);
+		/* not wrapped yet: a prefix is reused as without a window */
+		ids[50] = (ids[50] + 1) % m.c.vocab_size;
+		r = resume_matches_scratch(base, 90, ids, 120, kv_type_name(k_type));
+		CHECK(r == (grouped ? 32 : 50), "k %s v %s: unwrapped divergent reused %d",
+		    kv_type_name(k_type), kv_type_name(v_type), r);
+	}
+	k_type = v_type = KV_F32;
+	sinks = window = 0;
 }
 
 static void
@@ -331,7 +372,8 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CHECK(refused(want), "%s", #edit); \
 } while (0)
 	CASE(memcpy(p, "LLMKVSNQ", 8), 0, "bad magic");
-	CASE(put32(p + 8, 3), 1, "version 3 is not supported (this build reads versions 1 to 2)");
+	CASE(put32(p + 8, 4), 1, "version 4 is not supported (this build reads versions 1 to 3)");
+	CASE(put32(p + 8, 3), 1, "bad header size");
 	CASE(put32(p + 16, 1), 1, "a version 1 snapshot holds f32 keys and values, not k f16 v f32");
 	CASE((put32(p + 8, 2), put32(p + 16, 5)), 1, "key type 5 is not supported");
 	CASE((put32(p + 8, 2), put32(p + 16, 8 << 16)), 1, "rotation block 0 does not match q8_0 values");
@@ -373,6 +415,51 @@ fsync(int fd)
 		return -1;
 	}
 	return (int)syscall(SYS_fsync, fd);
+}
+
+static void
+damaged_window_headers_are_refused(void)
+{
+	struct kv kv;
+	struct snap_meta meta;
+	int ids[300];
+	float *logits = xmalloc(300 * (size_t)m.c.vocab_size * sizeof *logits);
+	unsigned char *p, *good;
+	size_t len;
+	uint64_t pos_off;
+
+	for (int i = 0; i < 300; i++)
+		ids[i] = (i * 13 + 5) % m.c.vocab_size;
+	sinks = 4, window = 100;
+	new_cache(&kv);
+	sinks = window = 0;
+	run(&kv, ids, 0, 300, logits);
+	meta_of(&kv, &meta);
+	CHECK(snapshot_write(snap_path, &meta, &kv, ids, 300) == 0, "%s", llm_err());
+	kv_free(&kv);
+	free(logits);
+	good = read_whole(snap_path, &len);
+	CHECK(good && get64(good + 8) == (160ull << 32 | 3), "not a version 3 file of 160 bytes");
+	pos_off = get64(good + 144);
+	CHECK(pos_off == (160 + 4 * 300 + 7) / 8 * 8, "positions at %llu", (unsigned long long)pos_off);
+	p = xmalloc(len);
+#define CASE(edit, want) do { \
+	memcpy(p, good, len); \
+	edit; \
+	fix_sum(p); \
+	write_bad(p, len); \
+	CHECK(refused(want), "%s", #edit); \
+} while (0)
+	CASE(put32(p + 132, 600), "bad window: 4 sinks and a window of 600 do not fit max_ctx 512");
+	CASE(put32(p + 132, 0), "bad window");
+	CASE(put32(p + 128, 0xffffffffu), "bad window");
+	CASE(put32(p + 136, 299), "window of 299 rows does not match n_pos 300");
+	CASE(put32(p + 140, 1), "does not match n_pos");
+	CASE(put64(p + 144, pos_off + 8), "does not match n_pos");
+	CASE(put32(p + pos_off + 4 * 10, 7), "row 10 holds position 7");
+	CASE(put32(p + 12, 128), "bad header size");
+#undef CASE
+	free(p), free(good);
 }
 
 /* Open file descriptors, from /proc; -1 without it. */
@@ -541,11 +628,13 @@ main(void)
 
 	TEST(resume_with_full_partial_and_no_overlap_is_bitwise_identical);
 	TEST(every_cache_type_resumes_bitwise);
+	TEST(windowed_caches_resume_bitwise);
 	TEST(multi_turn_chat_resumes_bitwise_identically);
 	TEST(good_snapshot_loads);
 	TEST(every_truncation_is_refused);
 	TEST(flipped_byte_in_a_block_is_refused);
 	TEST(damaged_headers_are_refused_each_with_its_message);
+	TEST(damaged_window_headers_are_refused);
 	TEST(failed_write_keeps_the_old_snapshot);
 	TEST(failed_fsync_leaks_nothing_and_keeps_the_old_snapshot);
 	TEST(kvstat_json_has_null_for_nan_and_infinity);
