@@ -239,6 +239,63 @@ sort -s -t "$(printf '\t')" -k1,1 "$TMP/chart" | awk -f bench/chart.awk \
     -v xlabel="prompt tokens (then 16 generated)" -v ylabel="peak RSS (MB)" >bench/memory.svg
 echo "kv filled: the cache's resident bytes at the end; grow ms: time spent growing it; chart: bench/memory.svg"
 
+# Windowed eviction (issue 14): a text longer than max_ctx scored with a
+# window of sinks (S = 4) and without (S = 0), beside the first window's
+# perplexity (the tokens before anything is evicted, the same for all)
+# and the unbounded cache's (a context as long as the text).
+# - stories260K at --ctx 256 on bench/tinystories.txt, nine short stories
+#   in the TinyStories manner written for this bench (2933 tokens), and on
+#   its own 2000-token text.  That one was sampled with an unbounded
+#   cache, which therefore predicts it best: a model's own samples favour
+#   the cache that made them.
+# - the SmolLM2-shaped model (std 0.05) at --ctx 1024 on a stream of six
+#   500-token texts it sampled from BOS, one after another, as documents
+#   follow each other in a long input.
+# pplrange FILE A B: the perplexity of lines A to B of a --score output
+pplrange() { awk -v a="$2" -v b="$3" 'NR >= a && NR <= b { s -= $1; n++ } END { printf "%.4f", n ? exp(s / n) : 0 }' "$1"; }
+# window MODEL IDS CTX NAME: the table for one model
+window() {
+	n=$(wc -l <"$2")
+	first=$(($3 - 1))	# the scores made before anything is evicted
+	$D -m "$1" -t "$th" --ctx "$3" --kv-window $(($3 - 4)) --kv-sinks 4 --score <"$2" >"$TMP/w-s4" 2>/dev/null || return 1
+	$D -m "$1" -t "$th" --ctx "$3" --kv-window "$3" --kv-sinks 0 --score <"$2" >"$TMP/w-s0" 2>/dev/null || return 1
+	$D -m "$1" -t "$th" --ctx "$n" --score <"$2" >"$TMP/w-all" 2>/dev/null || return 1
+	echo "$4: $n tokens at --ctx $3; perplexity of the first $first scores, of the $((n - 1 - first)) after them, and of all"
+	printf '  %-32s %9s %9s %9s\n' cache first rest all
+	for c in "s4:sinks 4, window $(($3 - 4))" "s0:no sinks, window $3" "all:unbounded (--ctx $n)"; do
+		f=${c%%:*}
+		printf '  %-32s %9s %9s %9s\n' "${c#*:}" "$(pplrange "$TMP/w-$f" 1 "$first")" \
+		    "$(pplrange "$TMP/w-$f" $((first + 1)) "$n")" "$(pplrange "$TMP/w-$f" 1 "$n")"
+		printf '%s{"model":"%s","cache":"%s","first":%s,"rest":%s,"all":%s}' "$wsep" "$4" "$f" \
+		    "$(pplrange "$TMP/w-$f" 1 "$first")" "$(pplrange "$TMP/w-$f" $((first + 1)) "$n")" \
+		    "$(pplrange "$TMP/w-$f" 1 "$n")" >>"$JSON"
+		wsep=,
+	done
+	# the mean |difference| of log p that sinks make past the first window
+	tail -n +"$((first + 1))" "$TMP/w-s4" >"$TMP/w-a"; tail -n +"$((first + 1))" "$TMP/w-s0" >"$TMP/w-b"
+	echo "  sinks against none, past the first window: mean |change of log p| $(meanabs "$TMP/w-a" "$TMP/w-b")"
+}
+echo
+echo "windowed eviction: a text past max_ctx ($th threads)"
+printf ',"window":[' >>"$JSON"
+wsep=
+if [ -f "$st" ]; then
+	cmd/llm-tokenize -m "$st" <bench/tinystories.txt | tr ' ' '\n' | grep . >"$TMP/tinystories.ids"
+	window "$st" "$TMP/tinystories.ids" 256 "stories260K, bench/tinystories.txt" || exit 1
+	window "$st" bench/stories260K-2000.ids 256 "stories260K, its own text (sampled unbounded)" || exit 1
+else
+	echo "stories260K: $st not present, skipped"
+fi
+if [ ! -f "$TMP/stream3000" ]; then
+	for seed in 1 2 3 4 5 6; do
+		echo 1
+		$D -m "$ma" -t "$th" --temp 1 --top-k 0 --top-p 1 --seed $seed --ignore-eos -n 499 \
+			<"$TMP/p1" 2>/dev/null || exit 1
+	done >"$TMP/stream3000.tmp" && mv "$TMP/stream3000.tmp" "$TMP/stream3000"
+fi
+window "$ma" "$TMP/stream3000" 1024 "SmolLM2 shape (std 0.05), six sampled texts" || exit 1
+printf ']' >>"$JSON"
+
 # Tokenizer throughput on 1 MB of mixed English and code (this project's
 # sources and pages), for the vocabularies ../shared provides.
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
