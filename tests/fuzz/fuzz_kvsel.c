@@ -14,9 +14,11 @@
 #include "../../lib/util.h"
 #include "fuzz.h"
 
-static const struct { int layers, heads, head_dim, n_pos, k_type, v_type; } shape[] = {
-	{ 1, 1, 2, 0, KV_F32, KV_F32 }, { 3, 2, 16, 10, KV_F32, KV_F32 },
-	{ 2, 5, 8, 70, KV_Q4_0, KV_Q8_0 }, { 4, 1, 64, 1, KV_F16, KV_Q4_0 },
+/* The last two are windowed (4 sinks, a window of 40), their rings wrapped. */
+static const struct { int layers, heads, head_dim, n_pos, k_type, v_type, window; } shape[] = {
+	{ 1, 1, 2, 0, KV_F32, KV_F32, 0 }, { 3, 2, 16, 10, KV_F32, KV_F32, 0 },
+	{ 2, 5, 8, 70, KV_Q4_0, KV_Q8_0, 0 }, { 4, 1, 64, 1, KV_F16, KV_Q4_0, 0 },
+	{ 3, 2, 16, 90, KV_F32, KV_F32, 40 }, { 2, 2, 8, 150, KV_Q8_0, KV_F16, 40 },
 };
 enum { NSHAPE = sizeof shape / sizeof shape[0] };
 static struct snapshot snap[NSHAPE];
@@ -25,7 +27,7 @@ int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char path[256];
-	int i, l, p, d, ids[128];
+	int i, l, p, d, ids[160];	/* the longest n_pos */
 
 	(void)argc, (void)argv;
 	for (i = 0; i < NSHAPE; i++) {
@@ -39,7 +41,11 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 
 		kv_init_types(&kv, shape[i].layers, shape[i].heads, shape[i].head_dim, 128, 0,
 		    shape[i].k_type, shape[i].v_type);
+		if (shape[i].window)
+			kv_set_window(&kv, 4, shape[i].window);
 		meta.rot = (uint32_t)kv.rot;
+		meta.sinks = (uint32_t)kv.sinks;
+		meta.window = (uint32_t)kv.window;
 		for (p = 0; p < shape[i].n_pos; p++) {
 			ids[p] = p;
 			for (l = 0; l < shape[i].layers; l++) {
@@ -89,6 +95,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const struct snapshot *s;
 	char layer[64], head[64], pos[64];
 	float row[1024];	/* the largest kv_dim of the shapes */
+	int f32;
 	volatile float sum = 0;
 	long a, b;
 	uint32_t l, q, d;
@@ -97,6 +104,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	s = &snap[data[0] % NSHAPE];
+	f32 = s->meta.k_type == KV_F32 && s->meta.v_type == KV_F32;
 	sl.which = (int)(data[0] / NSHAPE % 3) - 1;
 	line(&p, end, layer, sizeof layer);
 	line(&p, end, head, sizeof head);
@@ -116,9 +124,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (snapshot_verify_block(s, l, w) < 0)
 				abort();	/* the file is whole */
 			for (q = sl.p0; q < sl.p1; q++) {
-				snapshot_row(s, l, w, q, row);
-				for (d = sl.d0; d < sl.d1; d++)
+				uint32_t r = snapshot_row_at(s, q), pos = snapshot_row_pos(s, r);
+				snapshot_row(s, l, w, r, row);
+				for (d = sl.d0; d < sl.d1; d++) {
 					sum += row[d];
+					/* f32 rows hold exactly what was written for their position */
+					if (f32 && row[d] != (w ? -1.0f : 1.0f) * (float)(l * 1000 + pos + d))
+						abort();
+				}
 			}
 		}
 	return 0;

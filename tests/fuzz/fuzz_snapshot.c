@@ -68,7 +68,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s.n_pos)
 		ids[s.n_pos - 1] ^= 1;
 	if (kv_init_types(&kv, (int)s.meta.n_layers, (int)s.meta.n_kv_heads, (int)s.meta.head_dim,
-	    (int)s.meta.max_ctx, 0, s.meta.k_type, s.meta.v_type) == 0) {
+	    (int)s.meta.max_ctx, 0, s.meta.k_type, s.meta.v_type) == 0 &&
+	    (!s.meta.window || kv_set_window(&kv, (int)s.meta.sinks, (int)s.meta.window) == 0)) {
 		snapshot_resume(&s, &kv, ids, (int)s.n_pos + 1);
 		snapshot_load(&s, &kv, s.n_pos);
 		kv_free(&kv);
