@@ -239,6 +239,35 @@ sort -s -t "$(printf '\t')" -k1,1 "$TMP/chart" | awk -f bench/chart.awk \
     -v xlabel="prompt tokens (then 16 generated)" -v ylabel="peak RSS (MB)" >bench/memory.svg
 echo "kv filled: the cache's resident bytes at the end; grow ms: time spent growing it; chart: bench/memory.svg"
 
+# Threads under load (issue 9): decode with the default thread count while
+# one busy process per CPU competes for the cores, against the same run idle.
+# stories260K (a tiny model: a few microseconds a job, so waiting matters
+# most) where ../shared has it, and the SmolLM2-shaped Q8_0 model.
+hog_run() {	# hog_run MODEL N: decode tok/s of N tokens, idle then loaded
+	$D -m "$1" -n "$2" --ignore-eos --greedy --stats-json <"$TMP/p1" >/dev/null 2>"$TMP/idle" || return 1
+	hogs=
+	for i in $(seq "$(nproc)"); do
+		sh -c 'while :; do :; done' &
+		hogs="$hogs $!"
+	done
+	$D -m "$1" -n "$2" --ignore-eos --greedy --stats-json <"$TMP/p1" >/dev/null 2>"$TMP/loaded"
+	kill $hogs 2>/dev/null
+	wait 2>/dev/null
+	awk -v i="$(json decode_tok_s "$TMP/idle")" -v l="$(json decode_tok_s "$TMP/loaded")" \
+	    -v name="$3" -v sep="$hsep" -v json="$JSON" 'BEGIN {
+		printf "  %-28s idle %9.1f tok/s, loaded %9.1f tok/s: %.2f of idle\n", name, i, l, l / i
+		printf "%s{\"model\":\"%s\",\"idle_tok_s\":%.1f,\"loaded_tok_s\":%.1f}", sep, name, i, l >>json
+	}'
+	hsep=,
+}
+echo
+echo "threads under load: decode, default threads ($(cmd/llm-decode -m "$m" -n 1 --stats-json <"$TMP/p1" 2>&1 >/dev/null | sed -n 's/.*"threads":\([0-9]*\).*/\1/p')), idle and beside one busy process per CPU"
+printf ',"under_load":[' >>"$JSON"
+hsep=
+[ -f "$st" ] && hog_run "$st" 2000 stories260K
+hog_run "$m" 64 "SmolLM2 shape, Q8_0"
+printf ']' >>"$JSON"
+
 # Windowed eviction (issue 14): a text longer than max_ctx scored with a
 # window of sinks (S = 4) and without (S = 0), beside the first window's
 # perplexity (the tokens before anything is evicted, the same for all)
