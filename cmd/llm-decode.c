@@ -24,7 +24,7 @@ usage(int status)
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P] [--seed S]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
-	    "       [--kv-window W [--kv-sinks S]]\n"
+	    "       [--kv-window W [--kv-sinks S]] [--warmup]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n",
 	    argv0);
 	exit(status);
@@ -269,6 +269,26 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 	snapshot_close(&snap);
 }
 
+/*
+ * --warmup: one token through a scratch cache before the clock starts,
+ * as llama-bench does, so that paging in the mapped weights is not
+ * counted as prefill.
+ */
+static void
+warm_up(struct run *r, int token)
+{
+	struct kv kv;
+	int err;
+
+	if (kv_init_types(&kv, r->m.c.n_layers, r->m.c.n_kv_heads, r->m.c.head_dim, 1, 0,
+	    r->kv.k_type, r->kv.v_type) < 0)
+		die(1, "%s", llm_err());
+	model_forward(&r->m, &kv, token, 0, 1, &err);
+	if (err)
+		die(1, "%s: warm-up: %s", r->model_path, llm_err());
+	kv_free(&kv);
+}
+
 static int
 save(struct run *r)
 {
@@ -344,7 +364,7 @@ main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
 		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
-		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS };
+		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -361,6 +381,7 @@ main(int argc, char *argv[])
 		{ "kv-type-v", required_argument, NULL, O_KV_TYPE_V },
 		{ "kv-window", required_argument, NULL, O_KV_WINDOW },
 		{ "kv-sinks", required_argument, NULL, O_KV_SINKS },
+		{ "warmup", no_argument, NULL, O_WARMUP },
 		{ "score", no_argument, NULL, O_SCORE },
 		{ "stats", no_argument, NULL, O_STATS },
 		{ "stats-json", no_argument, NULL, O_STATS_JSON },
@@ -373,7 +394,7 @@ main(int argc, char *argv[])
 	const char *kv_in = NULL, *sampling = NULL;
 	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
-	int do_score = 0, seed_set = 0, greedy = 0, status;
+	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, status;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
 	enum end end;
@@ -412,6 +433,7 @@ main(int argc, char *argv[])
 		case O_KV_TYPE_V: v_type = cache_type("--kv-type-v", optarg); break;
 		case O_KV_WINDOW: window = (int)opt_int("--kv-window", optarg, 1, KV_MAX_CTX); break;
 		case O_KV_SINKS: sinks = (int)opt_int("--kv-sinks", optarg, 0, KV_MAX_CTX); break;
+		case O_WARMUP: warmup = 1; break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: r.stats = 1; break;
 		case O_STATS_JSON: r.stats_json = 1; break;
@@ -476,6 +498,8 @@ main(int argc, char *argv[])
 	if (kv_in)
 		resume(&r, kv_in, ids, n_ids);
 
+	if (warmup)
+		warm_up(&r, ids[0]);
 	catch_signals();
 	r.t_start = now_seconds();
 	if (do_score) {

@@ -169,6 +169,17 @@ empty_prompt_starts_from_bos() {
 	echo 1 | "$D" -m "$m" --greedy -n 5 --ignore-eos | cmp - "$TMP/a" || fail "differs from BOS prompt"
 }
 
+# --warmup runs a token on a scratch cache first: the output and the cache are the same.
+warmup_changes_nothing_but_the_clock() {
+	m=$(tiny q8_0)
+	echo "1 5 9" | "$D" -m "$m" -n 20 --greedy --ignore-eos --kv-out "$TMP/a.kv" >"$TMP/a" || fail "exit $?"
+	echo "1 5 9" | "$D" -m "$m" -n 20 --greedy --ignore-eos --warmup --kv-out "$TMP/b.kv" \
+		--stats-json >"$TMP/b" 2>"$TMP/js" || fail "exit $?"
+	cmp -s "$TMP/a" "$TMP/b" || fail "the tokens differ"
+	cmp -s "$TMP/a.kv" "$TMP/b.kv" || fail "the caches differ"
+	grep -q '"computed_tokens":22,' "$TMP/js" || fail "$(cat "$TMP/js")"
+}
+
 t stories260K_reproduces_reference_ids
 t grow_on_demand_and_prealloc_give_identical_ids
 t context_overflow_exits_nonzero_after_emitting_tokens
@@ -182,3 +193,4 @@ t stats_json_is_one_line_with_the_keys
 t conflicting_options_are_refused
 t usage_and_bad_files
 t empty_prompt_starts_from_bos
+t warmup_changes_nothing_but_the_clock
