@@ -239,6 +239,80 @@ sort -s -t "$(printf '\t')" -k1,1 "$TMP/chart" | awk -f bench/chart.awk \
     -v xlabel="prompt tokens (then 16 generated)" -v ylabel="peak RSS (MB)" >bench/memory.svg
 echo "kv filled: the cache's resident bytes at the end; grow ms: time spent growing it; chart: bench/memory.svg"
 
+# Against llama.cpp (issue 9), on each instruction set: decode of 64 tokens,
+# prefill of 128 and 512, for each weight type, alternating the two programs
+# over BENCH_ROUNDS rounds (the machine is noisy), with the median ratio and
+# its range.  Both warm up first (llm-decode --warmup; llama-bench does its
+# own), so paging in the weights counts for neither.  llama.cpp picks its
+# kernels at run time: for the AVX2 rows it runs from a copy of llama-bench
+# in bench/tmp/ref-avx2 beside its AVX2 (haswell) kernels alone.
+ROUNDS=${BENCH_ROUNDS:-5}
+prompt 512 >"$TMP/p512"
+refdir=$(dirname "$REF")
+if [ -x "$REF" ] && [ -f "$refdir/libggml-cpu-haswell.so" ]; then
+	mkdir -p "$TMP/ref-avx2"
+	cp -f "$REF" "$TMP/ref-avx2/llama-bench"
+	for f in "$refdir"/lib*.so*; do
+		case "$f" in
+		*libggml-cpu-*) ;;
+		*) ln -sf "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$TMP/ref-avx2/" ;;
+		esac
+	done
+	ln -sf "$(cd "$refdir" && pwd)/libggml-cpu-haswell.so" "$TMP/ref-avx2/"
+fi
+# vs ISA TYPE TEST: one row; TEST is dec64, pp128 or pp512
+vs() {
+	mm="$TMP/smollm2-135m-$2.gguf"
+	ref=$REF
+	[ "$1" = avx2 ] && ref=$TMP/ref-avx2/llama-bench
+	case $3 in
+	dec64) in=p1 n=64 key=decode_tok_s rargs="-p 0 -n 64" ;;
+	pp128) in=p128 n=1 key=prefill_tok_s rargs="-p 128 -n 0" ;;
+	pp512) in=p512 n=1 key=prefill_tok_s rargs="-p 512 -n 0" ;;
+	esac
+	: >"$TMP/vs"
+	for r in $(seq "$ROUNDS"); do
+		LLM_ISA=$1 $D -m "$mm" -t "$th" -n $n --warmup --ignore-eos --greedy --stats-json \
+			<"$TMP/$in" >/dev/null 2>"$TMP/vs1" || return 1
+		theirs=-
+		[ -x "$ref" ] && theirs=$("$ref" -m "$mm" -t "$th" -r 1 -o csv $rargs 2>/dev/null | tail -n 1 |
+			awk -F, '{ gsub(/"/, "", $(NF - 1)); print $(NF - 1) }')
+		echo "$(json $key "$TMP/vs1") ${theirs:--}" >>"$TMP/vs"
+	done
+	sort -n -k1,1 "$TMP/vs" | awk '{ print $1 }' >"$TMP/vs-ours"
+	awk '$2 != "-" { print $1 / $2 }' "$TMP/vs" | sort -n >"$TMP/vs-ratio"
+	awk '$2 != "-" { print $2 }' "$TMP/vs" | sort -n >"$TMP/vs-theirs"
+	awk -v isa="$1" -v ty="$2" -v t="$3" -v sep="$vsep" -v json="$JSON" -v FILES="$TMP/" '
+	function median(f,   n, v, line) { n = 0; while ((getline line <f) > 0) v[++n] = line; close(f)
+		if (!n) return -1; return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+	function lo(f,   line) { getline line <f; close(f); return line }
+	function hi(f,   line, last) { while ((getline line <f) > 0) last = line; close(f); return last }
+	BEGIN {
+		o = median(FILES "vs-ours"); r = median(FILES "vs-theirs"); q = median(FILES "vs-ratio")
+		if (q < 0)
+			printf "%-7s %-9s %-6s %9.1f %9s %7s %15s\n", isa, ty, t, o, "-", "-", "-"
+		else
+			printf "%-7s %-9s %-6s %9.1f %9.1f %6.2fx %7.2f-%.2fx\n", isa, ty, t, o, r, q,
+			    lo(FILES "vs-ratio"), hi(FILES "vs-ratio")
+		printf "%s{\"isa\":\"%s\",\"type\":\"%s\",\"test\":\"%s\",\"tok_s\":%.2f,\"llama_cpp_tok_s\":%.2f,\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f}",
+		    sep, isa, ty, t, o, r, q, q < 0 ? -1 : lo(FILES "vs-ratio"), q < 0 ? -1 : hi(FILES "vs-ratio") >>json
+	}'
+	vsep=,
+}
+echo
+echo "against llama.cpp ($th threads, $ROUNDS alternating rounds; medians, and the range of the ratio)"
+printf '%-7s %-9s %-6s %9s %9s %7s %15s\n' isa type test "llm/s" "llama/s" ratio range
+printf ',"vs_llama_cpp":[' >>"$JSON"
+vsep=
+for isa in $ISAS; do
+	for ty in $TYPES; do
+		for t in dec64 pp128 pp512; do
+			vs "$isa" "$ty" "$t" || exit 1
+		done
+	done
+done
+printf ']' >>"$JSON"
+
 # Threads under load (issue 9): decode with the default thread count while
 # one busy process per CPU competes for the cores, against the same run idle.
 # stories260K (a tiny model: a few microseconds a job, so waiting matters
