@@ -135,6 +135,63 @@ load_q4_K(const void *row, int k)
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
+/* q4_1: d * q + m */
+static inline __attribute__((always_inline)) __m256
+load_q4_1(const void *row, int k)
+{
+	const struct block_q4_1 *b = (const struct block_q4_1 *)row + k / 32;
+	int off = k % 32;
+	__m256i q = nibbles8(b->qs + off % 16, off >= 16);
+
+	return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]), _mm256_cvtepi32_ps(q)),
+	    _mm256_set1_ps(quant_f16_table[b->m]));
+}
+#define LOAD_Q4_1(row, k, ...) load_q4_1(row, k)
+
+/* Eight fifth bits, bits 0-7 of b, as 16 or 0 in each int32 lane. */
+static inline __attribute__((always_inline)) __m256i
+fifth_bits8(uint32_t b)
+{
+	__m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+	__m256i bits = _mm256_and_si256(_mm256_set1_epi32((int)(b & 0xff)), lane_bit);
+
+	return _mm256_and_si256(_mm256_cmpeq_epi32(bits, lane_bit), _mm256_set1_epi32(16));
+}
+
+/* q5_1: d * q + m, the fifth bit of weight j is bit j of qh */
+static inline __attribute__((always_inline)) __m256
+load_q5_1(const void *row, int k)
+{
+	const struct block_q5_1 *b = (const struct block_q5_1 *)row + k / 32;
+	int off = k % 32;
+	__m256i q = nibbles8(b->qs + off % 16, off >= 16);
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	q = _mm256_add_epi32(q, fifth_bits8(qh >> off));
+	return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]), _mm256_cvtepi32_ps(q)),
+	    _mm256_set1_ps(quant_f16_table[b->m]));
+}
+#define LOAD_Q5_1(row, k, ...) load_q5_1(row, k)
+
+/* q5_K: (d * sc) * q - dmin * m, per sub-block j of 32; the fifth bit is bit j of qh[l] */
+static inline __attribute__((always_inline)) __m256
+load_q5_K(const void *row, int k)
+{
+	const struct block_q5_K *b = (const struct block_q5_K *)row + k / QK_K;
+	int off = k % QK_K, j = off / 32, l = off % 32, sc, m;
+	__m256i q = nibbles8(b->qs + 32 * (j / 2) + l, j % 2);
+	__m128i hb = _mm_loadl_epi64((const __m128i *)(b->qh + l));
+	/* bit j of each byte to bit 4, then widened */
+	__m128i h = _mm_and_si128(_mm_srl_epi16(hb, _mm_cvtsi32_si128(j)), _mm_set1_epi8(1));
+
+	q = _mm256_add_epi32(q, _mm256_slli_epi32(_mm256_cvtepu8_epi32(h), 4));
+	quant_k4_scale_min(j, b->scales, &sc, &m);
+	return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d] * (float)sc),
+	    _mm256_cvtepi32_ps(q)), _mm256_set1_ps(quant_f16_table[b->dmin] * (float)m));
+}
+#define LOAD_Q5_K(row, k, ...) load_q5_K(row, k)
+
 /* q6_K: (d * sc) * (q - 32), per sub-block of 16 */
 static inline __attribute__((always_inline)) __m256
 load_q6_K(const void *row, int k)

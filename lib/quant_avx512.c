@@ -104,6 +104,50 @@ load_q4_K(const void *row, int k)
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
+/* q4_1: d * q + m */
+static inline __attribute__((always_inline)) __m512
+load_q4_1(const void *row, int k)
+{
+	const struct block_q4_1 *b = (const struct block_q4_1 *)row + k / 32;
+	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
+
+	return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]), _mm512_cvtepi32_ps(q)),
+	    _mm512_set1_ps(quant_f16_table[b->m]));
+}
+#define LOAD_Q4_1(row, k, ...) load_q4_1(row, k)
+
+/* q5_1: d * q + m, the fifth bit from qh */
+static inline __attribute__((always_inline)) __m512
+load_q5_1(const void *row, int k)
+{
+	const struct block_q5_1 *b = (const struct block_q5_1 *)row + k / 32;
+	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	q = _mm512_mask_add_epi32(q, (__mmask16)(qh >> (k % 32)), q, _mm512_set1_epi32(16));
+	return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]), _mm512_cvtepi32_ps(q)),
+	    _mm512_set1_ps(quant_f16_table[b->m]));
+}
+#define LOAD_Q5_1(row, k, ...) load_q5_1(row, k)
+
+/* q5_K: (d * sc) * q - dmin * m, per sub-block j of 32; the fifth bit is bit j of qh[l] */
+static inline __attribute__((always_inline)) __m512
+load_q5_K(const void *row, int k)
+{
+	const struct block_q5_K *b = (const struct block_q5_K *)row + k / QK_K;
+	int off = k % QK_K, j = off / 32, l = off % 32, sc, m;
+	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + l)), j % 2);
+	__mmask16 h = _mm_test_epi8_mask(_mm_loadu_si128((const __m128i *)(b->qh + l)),
+	    _mm_set1_epi8((char)(1 << j)));
+
+	q = _mm512_mask_add_epi32(q, h, q, _mm512_set1_epi32(16));
+	quant_k4_scale_min(j, b->scales, &sc, &m);
+	return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)sc),
+	    _mm512_cvtepi32_ps(q)), _mm512_set1_ps(quant_f16_table[b->dmin] * (float)m));
+}
+#define LOAD_Q5_K(row, k, ...) load_q5_K(row, k)
+
 /* q6_K: (d * sc) * (q - 32), per sub-block of 16 */
 static inline __attribute__((always_inline)) __m512
 load_q6_K(const void *row, int k)

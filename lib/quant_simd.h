@@ -183,9 +183,15 @@ load_generic(uint32_t type, const void *row, int k)
 #ifndef LOAD_Q6_K
 #define LOAD_Q6_K(row, k, ...) load_generic(GGML_Q6_K, row, k)
 #endif
+#ifndef LOAD_Q4_1
 #define LOAD_Q4_1(row, k, ...) load_generic(GGML_Q4_1, row, k)
+#endif
+#ifndef LOAD_Q5_1
 #define LOAD_Q5_1(row, k, ...) load_generic(GGML_Q5_1, row, k)
+#endif
+#ifndef LOAD_Q5_K
 #define LOAD_Q5_K(row, k, ...) load_generic(GGML_Q5_K, row, k)
+#endif
 
 /* Block types have no tail: rows are whole blocks. */
 DEFINE_TILE(f32, LOAD_F32, LOAD_F32_TAIL)
