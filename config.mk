@@ -8,7 +8,7 @@ MANPREFIX = $(PREFIX)/share/man
 # flags
 CC = cc
 CFLAGS = -std=c11 -O2 -g -Wall -Wextra
-CPPFLAGS = -D_DEFAULT_SOURCE
+CPPFLAGS = -D_DEFAULT_SOURCE -DLLM_VERSION=\"$(VERSION)\"
 LDFLAGS =
 LDLIBS = -lpthread -lm
 

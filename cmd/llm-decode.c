@@ -24,9 +24,10 @@ usage(int status)
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P] [--seed S]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
-	    "       [--kv-window W [--kv-sinks S]] [--warmup]\n"
-	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n",
-	    argv0);
+	    "       [--kv-window W [--kv-sinks S]] [--warmup] [-q]\n"
+	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n"
+	    "       %s -m MODEL --embed [--pooling mean|last] [--normalize] [--lines] [-t THREADS]\n",
+	    argv0, argv0);
 	exit(status);
 }
 
@@ -61,7 +62,7 @@ struct run {
 	int n_prompt, n_gen, reused, computed;
 	double t_start, t_prefill, t_first, t_end;
 	uint64_t seed;
-	int threads, stats, stats_json;
+	int threads, stats, stats_json, quiet;
 	char msg[600];		/* why the run failed (END_FAIL) */
 };
 
@@ -148,6 +149,46 @@ print_stats(const struct run *r)
 	}
 }
 
+/*
+ * One line of progress on a terminal for a long prefill or scoring run:
+ * drawn once the work has taken a second, redrawn at most ten times a
+ * second, cleared at the end.  Nothing when stderr is not a terminal or
+ * with -q.
+ */
+static int progress_on;
+static double progress_t0, progress_last;
+static int progress_drawn;
+
+static void
+progress_start(int quiet)
+{
+	progress_on = !quiet && isatty(STDERR_FILENO);
+	progress_t0 = progress_last = now_seconds();
+	progress_drawn = 0;
+}
+
+static void
+progress(int done, int total)
+{
+	double t = now_seconds(), rate;
+
+	if (!progress_on || t - progress_t0 < 1 || t - progress_last < 0.1 || done <= 0)
+		return;
+	progress_last = t;
+	rate = done / (t - progress_t0);
+	fprintf(stderr, "\r%s: %d/%d tokens, %.0f tok/s, %.0f s left\033[K", argv0, done, total,
+	    rate, (total - done) / rate);
+	progress_drawn = 1;
+}
+
+static void
+progress_end(void)
+{
+	if (progress_drawn)
+		fputs("\r\033[K", stderr);
+	progress_drawn = 0;
+}
+
 /* Record a failure of the model (context full, out of memory) for finish(). */
 static enum end
 model_failed(struct run *r)
@@ -179,15 +220,22 @@ run_prompt(struct run *r, const int *ids, int from, int to, float **logits)
 {
 	int i, b, err;
 
+	progress_start(r->quiet);
 	for (i = from; i < to; i += b) {
-		if (stop_signal)
+		if (stop_signal) {
+			progress_end();
 			return END_SIGNAL;
+		}
 		b = to - i < MODEL_BATCH ? to - i : MODEL_BATCH;
 		*logits = model_forward_batch(&r->m, &r->kv, ids + i, b, i, i + b == to, &err);
-		if (err)
+		if (err) {
+			progress_end();
 			return model_failed(r);
+		}
 		r->computed += b;
+		progress(i + b - from, to - from);
 	}
+	progress_end();
 	return END_DONE;
 }
 
@@ -201,7 +249,9 @@ score(struct run *r, const int *ids, int n)
 	enum end end = END_DONE;
 	int i, b, k, err;
 
+	progress_start(r->quiet);
 	for (i = 0; i + 1 < n && end == END_DONE; i += b) {
+		progress(i, n - 1);
 		if (stop_signal) {
 			end = END_SIGNAL;
 			break;
@@ -226,7 +276,8 @@ score(struct run *r, const int *ids, int n)
 			end = stdout_failed(r);
 	}
 	free(logits);
-	if (end == END_DONE)
+	progress_end();
+	if (end == END_DONE && !r->quiet)
 		fprintf(stderr, "scored %d tokens, perplexity %.4f\n",
 		    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
 	return end;
@@ -359,12 +410,78 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 	return END_DONE;
 }
 
+/* One input's embedding on a line: dim floats, exact (%.9g), space-separated. */
+static int
+embed_one(struct run *r, const int *ids, int n, int pooling, int normalize, float *out,
+    const char *where)
+{
+	int d;
+
+	if (model_embed(&r->m, &r->kv, ids, n, pooling, normalize, out) < 0)
+		die(1, "%s: %s", where, llm_err());
+	for (d = 0; d < r->m.c.dim; d++)
+		if (printf(d ? " %.9g" : "%.9g", out[d]) < 0)
+			return -1;
+	return putchar('\n') == EOF || fflush(stdout) == EOF ? -1 : 0;
+}
+
+/*
+ * --embed: the whole input is one text, or with --lines each line is one
+ * (an empty line is an error: it has no embedding).
+ */
+static int
+embed_inputs(struct run *r, int pooling, int normalize, int lines)
+{
+	struct tokstream ts;
+	float *out = xmalloc((size_t)r->m.c.dim * sizeof *out);
+	char *line = NULL, where[64];
+	size_t cap = 0;
+	long no = 0;
+	int *ids, n, status = 0;
+	FILE *fp;
+
+	if (!lines) {
+		tokstream_init(&ts, stdin, r->m.c.vocab_size);
+		if (tokstream_read_all(&ts, &ids, &n) < 0)
+			die(1, "stdin: %s", llm_err());
+		if (n == 0)
+			die(1, "stdin: no tokens to embed");
+		status = embed_one(r, ids, n, pooling, normalize, out, "stdin");
+		free(ids);
+	}
+	while (lines && status == 0 && getline(&line, &cap, stdin) > 0) {
+		no++;
+		snprintf(where, sizeof where, "stdin: line %ld", no);
+		if (!(fp = fmemopen(line, strlen(line), "r")))
+			die(1, "%s:", where);
+		tokstream_init(&ts, fp, r->m.c.vocab_size);
+		if (tokstream_read_all(&ts, &ids, &n) < 0)
+			die(1, "%s: %s", where, llm_err());
+		fclose(fp);
+		if (n == 0)
+			die(1, "%s: no tokens to embed", where);
+		status = embed_one(r, ids, n, pooling, normalize, out, where);
+		free(ids);
+	}
+	if (ferror(stdin))
+		die(1, "stdin:");
+	free(line);
+	free(out);
+	if (status < 0 && errno != EPIPE)
+		warnx_("stdout: %s", strerror(errno));
+	kv_free(&r->kv);
+	model_free(&r->m);
+	pool_destroy(r->pool);
+	return status < 0 ? (errno == EPIPE ? 128 + SIGPIPE : 1) : 0;
+}
+
 int
 main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
 		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
-		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP };
+		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP, O_EMBED, O_POOLING,
+		O_NORMALIZE, O_LINES };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -382,10 +499,15 @@ main(int argc, char *argv[])
 		{ "kv-window", required_argument, NULL, O_KV_WINDOW },
 		{ "kv-sinks", required_argument, NULL, O_KV_SINKS },
 		{ "warmup", no_argument, NULL, O_WARMUP },
+		{ "embed", no_argument, NULL, O_EMBED },
+		{ "pooling", required_argument, NULL, O_POOLING },
+		{ "normalize", no_argument, NULL, O_NORMALIZE },
+		{ "lines", no_argument, NULL, O_LINES },
 		{ "score", no_argument, NULL, O_SCORE },
 		{ "stats", no_argument, NULL, O_STATS },
 		{ "stats-json", no_argument, NULL, O_STATS_JSON },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct run r;
@@ -395,13 +517,14 @@ main(int argc, char *argv[])
 	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, status;
+	int embed = 0, pooling = -1, normalize = 0, lines = 0;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
 	enum end end;
 
 	argv0 = "llm-decode";
 	r.threads = pool_default_threads();
-	while ((c = getopt_long(argc, argv, "m:n:t:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:n:t:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': r.model_path = optarg; break;
 		case 'n': n_predict = (int)opt_int("-n", optarg, 0, 1 << 30); break;
@@ -434,10 +557,23 @@ main(int argc, char *argv[])
 		case O_KV_WINDOW: window = (int)opt_int("--kv-window", optarg, 1, KV_MAX_CTX); break;
 		case O_KV_SINKS: sinks = (int)opt_int("--kv-sinks", optarg, 0, KV_MAX_CTX); break;
 		case O_WARMUP: warmup = 1; break;
+		case O_EMBED: embed = 1; break;
+		case O_POOLING:
+			if (strcmp(optarg, "mean") == 0)
+				pooling = MODEL_POOL_MEAN;
+			else if (strcmp(optarg, "last") == 0)
+				pooling = MODEL_POOL_LAST;
+			else
+				die(2, "--pooling: '%s': expected mean or last", optarg);
+			break;
+		case O_NORMALIZE: normalize = 1; break;
+		case O_LINES: lines = 1; break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: r.stats = 1; break;
 		case O_STATS_JSON: r.stats_json = 1; break;
+		case 'q': r.quiet = 1; break;
 		case 'h': usage(0); break;
+		case 'V': version(); break;
 		default: usage(2);
 		}
 	}
@@ -455,6 +591,12 @@ main(int argc, char *argv[])
 		    "--kv-type-v");
 	if (kv_type >= 0)
 		k_type = v_type = kv_type;
+	if (!embed && (pooling >= 0 || normalize || lines))
+		die(2, "%s goes with --embed", pooling >= 0 ? "--pooling" : normalize ? "--normalize" :
+		    "--lines");
+	if (embed && (kv_in || r.kv_out || do_score))
+		die(2, "--embed and %s conflict: an embedding reads and writes no snapshot and "
+		    "scores nothing", kv_in ? "--kv-in" : r.kv_out ? "--kv-out" : "--score");
 	if (sinks >= 0 && !window)
 		die(2, "--kv-sinks needs --kv-window: without a window nothing is evicted");
 	if (window && sinks < 0)
@@ -471,7 +613,7 @@ main(int argc, char *argv[])
 	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
 	model_set_pool(&r.m, r.pool);
-	if (ctx > r.m.c.context_length)
+	if (ctx > r.m.c.context_length && !r.quiet)
 		warnx_("--ctx %d is beyond the model's context_length %d", ctx,
 		    r.m.c.context_length);
 	if (kv_init_types(&r.kv, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
@@ -481,6 +623,8 @@ main(int argc, char *argv[])
 	if (window && kv_set_window(&r.kv, sinks, window) < 0)
 		die(2, "--kv-window %d --kv-sinks %d: %s", window, sinks, llm_err());
 
+	if (embed)
+		return embed_inputs(&r, pooling < 0 ? MODEL_POOL_MEAN : pooling, normalize, lines);
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);
 	if (tokstream_read_all(&ts, &ids, &n_ids) < 0)
 		die(1, "stdin: %s", llm_err());

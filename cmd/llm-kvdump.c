@@ -27,6 +27,7 @@ main(int argc, char *argv[])
 		{ "raw", no_argument, NULL, 'r' },
 		{ "tokens", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct snap_slice sl = { .which = -1, .layer = -1, .head = -1 };
@@ -51,6 +52,7 @@ main(int argc, char *argv[])
 		case 'r': raw = 1; break;
 		case 't': tokens = 1; break;
 		case 'h': usage(0); break;
+		case 'V': version(); break;
 		default: usage(2);
 		}
 	}

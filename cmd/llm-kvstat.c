@@ -243,6 +243,7 @@ main(int argc, char *argv[])
 		{ "svg", required_argument, NULL, 's' },
 		{ "layer", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct snapshot s;
@@ -265,6 +266,7 @@ main(int argc, char *argv[])
 		case 's': svg = optarg; break;
 		case 'l': layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'h': usage(0); break;
+		case 'V': version(); break;
 		default: usage(2);
 		}
 	}

@@ -92,6 +92,7 @@ main(int argc, char *argv[])
 		{ "vocab", no_argument, NULL, O_VOCAB },
 		{ "decode", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = NULL;
@@ -113,6 +114,7 @@ main(int argc, char *argv[])
 		case O_SPECIAL: special = 1; break;
 		case O_VOCAB: vocab = 1; break;
 		case 'h': usage(0); break;
+		case 'V': version(); break;
 		default: usage(2);
 		}
 	}

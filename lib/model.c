@@ -604,7 +604,7 @@ attention_worker(void *arg, int ith, int nth)
  */
 static float *
 forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    int want_logits, float *all_logits, int *err)
+    int want_logits, float *all_logits, float *hidden, int *err)
 {
 	const struct model_config *c = &m->c;
 	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim;
@@ -706,6 +706,11 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			m->x[j] += m->xb2[j];
 	}
 	kv->seq_len = pos + n;
+	if (hidden) {
+		for (i = 0; i < n; i++)
+			rmsnorm(hidden + (size_t)i * D, m->x + (size_t)i * D, m->output_norm, D, c->rms_eps);
+		return hidden;
+	}
 	if (all_logits) {
 		for (i = 0; i < n; i++)
 			rmsnorm(m->x + (size_t)i * D, m->x + (size_t)i * D, m->output_norm, D, c->rms_eps);
@@ -731,14 +736,63 @@ float *
 model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
     int want_logits, int *err)
 {
-	return forward(m, kv, tokens, n, pos, want_logits, NULL, err);
+	return forward(m, kv, tokens, n, pos, want_logits, NULL, NULL, err);
 }
 
 float *
 model_forward_logits(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
     float *logits, int *err)
 {
-	return forward(m, kv, tokens, n, pos, 1, logits, err);
+	return forward(m, kv, tokens, n, pos, 1, logits, NULL, err);
+}
+
+float *
+model_forward_hidden(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
+    float *hidden, int *err)
+{
+	return forward(m, kv, tokens, n, pos, 0, NULL, hidden, err);
+}
+
+int
+model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int pooling,
+    int normalize, float *out)
+{
+	int D = m->c.dim, i, b, t, err = 0;
+	float *h = xmalloc((size_t)MODEL_BATCH * D * sizeof *h);
+	double *sum = xcalloc((size_t)D, sizeof *sum), ss = 0;
+
+	if (n < 1) {
+		llm_seterr("embed: no tokens");
+		free(h), free(sum);
+		return -1;
+	}
+	/* every input starts from an empty cache: its embedding is its own */
+	kv_clear(kv);
+	for (i = 0; i < n && !err; i += b) {
+		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
+		forward(m, kv, tokens + i, b, i, 0, NULL, h, &err);
+		for (t = 0; t < b && !err; t++)
+			for (int d = 0; d < D; d++) {
+				if (pooling == MODEL_POOL_MEAN)
+					sum[d] += h[(size_t)t * D + d];
+				else if (i + t == n - 1)
+					sum[d] = h[(size_t)t * D + d];
+			}
+	}
+	kv_clear(kv);
+	if (err) {
+		free(h), free(sum);
+		return -1;
+	}
+	for (int d = 0; d < D; d++) {
+		if (pooling == MODEL_POOL_MEAN)
+			sum[d] /= n;
+		ss += sum[d] * sum[d];
+	}
+	for (int d = 0; d < D; d++)
+		out[d] = (float)(normalize && ss > 0 ? sum[d] / sqrt(ss) : sum[d]);
+	free(h), free(sum);
+	return 0;
 }
 
 float *

@@ -84,6 +84,21 @@ float *model_forward_logits(struct model *m, struct kv *kv, const int *tokens, i
 float *model_forward(struct model *m, struct kv *kv, int token, int pos,
     int want_logits, int *err);
 
+/* The same, with every token's final-norm hidden state: n rows of dim into hidden. */
+float *model_forward_hidden(struct model *m, struct kv *kv, const int *tokens, int n,
+    int pos, float *hidden, int *err);
+
+/*
+ * An embedding of tokens[0..n): the final-norm hidden states pooled by
+ * their mean (summed in double, in order) or the last one's, then L2
+ * normalized if asked, dim floats into out.  The cache is cleared before
+ * and after, so an input's embedding never depends on another's.  0 or
+ * -1 with llm_err().
+ */
+enum { MODEL_POOL_MEAN, MODEL_POOL_LAST };
+int model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int pooling,
+    int normalize, float *out);
+
 /* Run any number of tokens in batches; the logits of the last. */
 float *model_prefill(struct model *m, struct kv *kv, const int *tokens, int n,
     int pos, int want_logits, int *err);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /*
  * lib/ never prints.  A failing function records one line with
@@ -17,6 +18,17 @@ const char *llm_err(void);
 extern const char *argv0;
 void warnx_(const char *fmt, ...);
 _Noreturn void die(int status, const char *fmt, ...);
+
+#ifndef LLM_VERSION
+#define LLM_VERSION "unknown"	/* config.mk's VERSION, given by the Makefile */
+#endif
+/* --version: the tool's name and version on stdout, exit 0. */
+static inline _Noreturn void
+version(void)
+{
+	printf("%s %s\n", argv0, LLM_VERSION);
+	exit(fflush(stdout) == 0 ? 0 : 1);
+}
 
 /*
  * Option arguments: a whole decimal integer or number in [min, max], or

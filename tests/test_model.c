@@ -694,6 +694,59 @@ window_before_slide_is_plain(void)
 	model_free(&mm);
 }
 
+/*
+ * Embeddings: mean and last pooling against a direct computation from
+ * the hidden states of a plain forward pass, normalization to unit
+ * length, and the same bits whatever ran before.
+ */
+static void
+embeddings_pool_the_final_hidden_states(void)
+{
+	enum { N = 150 };
+	struct model mm;
+	struct kv kv;
+	int ids[N], i, d, err, D;
+	float *h, *mean, *last, *unit, *again;
+	double s, ss;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	D = mm.c.dim;
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 53 + 1) % mm.c.vocab_size;
+	h = xmalloc((size_t)N * D * sizeof *h);
+	mean = xmalloc(D * sizeof *mean), last = xmalloc(D * sizeof *last);
+	unit = xmalloc(D * sizeof *unit), again = xmalloc(D * sizeof *again);
+	kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+	/* the direct computation: every token's hidden state, one token at a time */
+	for (i = 0; i < N; i++) {
+		model_forward_hidden(&mm, &kv, ids + i, 1, i, h + (size_t)i * D, &err);
+		CHECK(!err, "%s", llm_err());
+	}
+	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, mean) == 0, "%s", llm_err());
+	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_LAST, 0, last) == 0, "%s", llm_err());
+	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 1, unit) == 0, "%s", llm_err());
+	for (d = 0, ss = 0; d < D; d++) {
+		for (s = 0, i = 0; i < N; i++)
+			s += h[(size_t)i * D + d];
+		CHECK(mean[d] == (float)(s / N), "mean: dimension %d is %g, not %g", d, mean[d], s / N);
+		CHECK(last[d] == h[(size_t)(N - 1) * D + d], "last: dimension %d differs", d);
+		ss += (double)mean[d] * mean[d];
+	}
+	for (d = 0, s = 0; d < D; d++) {
+		CHECK(fabs(unit[d] - mean[d] / sqrt(ss)) <= 1e-6, "normalized: dimension %d", d);
+		s += (double)unit[d] * unit[d];
+	}
+	CHECK(fabs(s - 1) <= 1e-5, "normalized length^2 %g", s);
+	/* after another input, and with a cache that held other tokens: the same bits */
+	CHECK(model_embed(&mm, &kv, ids + 7, 30, MODEL_POOL_MEAN, 0, again) == 0, "%s", llm_err());
+	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, again) == 0, "%s", llm_err());
+	CHECK(memcmp(again, mean, D * sizeof *mean) == 0, "an embedding depends on the input before");
+	CHECK(kv.seq_len == 0, "the cache holds %d positions after an embedding", kv.seq_len);
+	kv_free(&kv);
+	free(h), free(mean), free(last), free(unit), free(again);
+	model_free(&mm);
+}
+
 int
 main(void)
 {
@@ -723,5 +776,6 @@ main(void)
 	TEST(window_matches_double_reference);
 	TEST(window_batched_equals_token_by_token);
 	TEST(window_before_slide_is_plain);
+	TEST(embeddings_pool_the_final_hidden_states);
 	CHECK_EXIT();
 }

@@ -1,0 +1,96 @@
+#!/bin/sh
+# Everyday use: --version, exit statuses, -q, progress on a terminal,
+# embeddings, and - for stdin.
+. tests/lib.sh
+D="$BIN/llm-decode"
+
+every_tool_answers_version() {
+	v=$(sed -n 's/^VERSION = //p' config.mk)
+	[ -n "$v" ] || fail "no VERSION in config.mk"
+	for t in llm-decode llm-tokenize llm-kvstat llm-kvdump; do
+		out=$("$BIN/$t" --version) || fail "$t --version exited $?"
+		[ "$out" = "$t $v" ] || fail "$t --version said '$out'"
+	done
+}
+
+# Usage errors exit 2, runtime errors 1, for every tool.
+exit_statuses_tell_usage_from_runtime_errors() {
+	m=$(tiny q8_0)
+	for t in llm-decode llm-tokenize llm-kvstat llm-kvdump; do
+		"$BIN/$t" --no-such-option </dev/null >/dev/null 2>&1
+		[ $? -eq 2 ] || fail "$t: an unknown option exited $?"
+	done
+	"$BIN/llm-kvstat" "$TMP/missing.kv" >/dev/null 2>&1
+	[ $? -eq 1 ] || fail "llm-kvstat: a missing file exited $?"
+	"$BIN/llm-kvdump" "$TMP/missing.kv" >/dev/null 2>&1
+	[ $? -eq 1 ] || fail "llm-kvdump: a missing file exited $?"
+	"$BIN/llm-tokenize" -m "$TMP/missing.gguf" x >/dev/null 2>&1
+	[ $? -eq 1 ] || fail "llm-tokenize: a missing model exited $?"
+	echo 99999 | "$D" -m "$m" -n 1 >/dev/null 2>&1
+	[ $? -eq 1 ] || fail "llm-decode: an out-of-range token exited $?"
+	echo 1 | "$D" -m "$m" --pooling mean >/dev/null 2>&1
+	[ $? -eq 2 ] || fail "llm-decode: --pooling without --embed exited $?"
+}
+
+quiet_silences_all_but_errors() {
+	m=$(tiny q8_0)
+	seq 1 50 | "$D" -m "$m" --ctx 1024 --score -q >"$TMP/lp" 2>"$TMP/err" || fail "exit $?"
+	[ -s "$TMP/lp" ] || fail "no scores on stdout"
+	[ ! -s "$TMP/err" ] || fail "-q still wrote: $(cat "$TMP/err")"
+	seq 1 50 | "$D" -m "$m" --ctx 1024 --score >/dev/null 2>"$TMP/err" || fail "exit $?"
+	grep -q "context_length" "$TMP/err" && grep -q "^scored 49 tokens" "$TMP/err" ||
+		fail "without -q: $(cat "$TMP/err")"
+	echo 99999 | "$D" -m "$m" -q -n 1 >/dev/null 2>"$TMP/err"
+	grep -q "99999" "$TMP/err" || fail "-q silenced an error"
+}
+
+# A prefill of a second or more draws one line on a terminal, then clears it;
+# never when stderr is a file.
+progress_only_on_a_terminal() {
+	command -v script >/dev/null || skip "script (util-linux) not present"
+	m=$(tiny q8_0)
+	seq 1 12000 | awk '{ print $1 % 300 + 3 }' >"$TMP/long"
+	script -qec "'$D' -m '$m' --ctx 16384 -n 0 <'$TMP/long' >/dev/null" /dev/null >"$TMP/tty" ||
+		fail "exit $?"
+	tr '\r' '\n' <"$TMP/tty" | grep -q '^llm-decode: [0-9]*/12000 tokens, [0-9]* tok/s, [0-9]* s left' ||
+		fail "no progress line: $(tr '\r' '\n' <"$TMP/tty" | cat -v | head -n 3)"
+	# the last thing written clears the line
+	[ "$(tail -c 4 "$TMP/tty" | od -An -c | tr -d ' \n')" = '\r033[K' ] ||
+		fail "the line is not cleared: $(tail -c 8 "$TMP/tty" | od -An -c)"
+	"$D" -m "$m" --ctx 16384 -n 0 <"$TMP/long" >/dev/null 2>"$TMP/err" || fail "exit $?"
+	grep -q "tok/s" "$TMP/err" && fail "progress drawn into a file"
+	script -qec "'$D' -m '$m' -q --ctx 16384 -n 0 <'$TMP/long' >/dev/null" /dev/null >"$TMP/tty"
+	[ ! -s "$TMP/tty" ] || fail "-q drew: $(cat -v "$TMP/tty" | head -c 200)"
+}
+
+embeddings_are_one_line_each_and_their_own() {
+	m=$(tiny q8_0)
+	printf '1 5 9 13\n1 7\n' >"$TMP/two"
+	"$D" -m "$m" --embed --lines <"$TMP/two" >"$TMP/e2" || fail "exit $?"
+	[ "$(wc -l <"$TMP/e2")" -eq 2 ] || fail "$(wc -l <"$TMP/e2") lines for 2 inputs"
+	dim=$(head -n 1 "$TMP/e2" | awk '{ print NF }')
+	[ "$dim" -gt 1 ] && [ "$(awk '{ print NF }' "$TMP/e2" | sort -u)" = "$dim" ] ||
+		fail "uneven lines"
+	# alone, or after another input: the same bits
+	echo '1 7' | "$D" -m "$m" --embed >"$TMP/e1" || fail "exit $?"
+	tail -n 1 "$TMP/e2" | cmp -s - "$TMP/e1" || fail "an input's embedding depends on its company"
+	printf '1 7\n1 5 9 13\n' | "$D" -m "$m" --embed --lines | head -n 1 | cmp -s - "$TMP/e1" ||
+		fail "the order of the inputs changes an embedding"
+	# --normalize: unit length; --pooling last differs from mean
+	echo '1 5 9 13' | "$D" -m "$m" --embed --normalize |
+		awk '{ for (i = 1; i <= NF; i++) s += $i * $i; exit !(s > 0.9999 && s < 1.0001) }' ||
+		fail "--normalize is not unit length"
+	echo '1 5 9 13' | "$D" -m "$m" --embed --pooling last >"$TMP/last" || fail "exit $?"
+	head -n 1 "$TMP/e2" | cmp -s - "$TMP/last" && fail "--pooling last gave the mean"
+	# never a snapshot; an empty line is an error
+	echo 1 | "$D" -m "$m" --embed --kv-out "$TMP/x.kv" >/dev/null 2>&1
+	[ $? -eq 2 ] || fail "--embed --kv-out accepted"
+	printf '1 2\n\n' | "$D" -m "$m" --embed --lines >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] && grep -q "line 2: no tokens to embed" "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
+t every_tool_answers_version
+t exit_statuses_tell_usage_from_runtime_errors
+t quiet_silences_all_but_errors
+t progress_only_on_a_terminal
+t embeddings_are_one_line_each_and_their_own
