@@ -591,6 +591,12 @@ main(int argc, char *argv[])
 		    "--kv-type-v");
 	if (kv_type >= 0)
 		k_type = v_type = kv_type;
+	/* stdin carries the token ids, stdout the tokens */
+	if (strcmp(r.model_path, "-") == 0 || (kv_in && strcmp(kv_in, "-") == 0))
+		die(2, "%s -: standard input carries the token ids", kv_in && strcmp(kv_in, "-") == 0 ?
+		    "--kv-in" : "-m");
+	if (r.kv_out && strcmp(r.kv_out, "-") == 0)
+		die(2, "--kv-out -: standard output carries the tokens");
 	if (!embed && (pooling >= 0 || normalize || lines))
 		die(2, "%s goes with --embed", pooling >= 0 ? "--pooling" : normalize ? "--normalize" :
 		    "--lines");

@@ -325,38 +325,17 @@ int
 gguf_open(struct gguf *g, const char *path)
 {
 	struct cursor c;
-	struct stat st;
 	uint32_t align;
-	int fd, r;
+	int r;
 
 	memset(g, 0, sizeof *g);
 	g->path = path;
-	if ((fd = open(path, O_RDONLY)) < 0) {
-		llm_seterr("%s", strerror(errno));
+	if (!(g->map = map_file(path, &g->size, 0)))
 		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		llm_seterr("%s", strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		llm_seterr("not a regular file");
-		close(fd);
-		return -1;
-	}
-	if (st.st_size < 24) {
-		close(fd);
-		llm_seterr("truncated file: %lld bytes is too small for a GGUF header",
-		    (long long)st.st_size);
-		return -1;
-	}
-	g->size = (size_t)st.st_size;
-	g->map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (g->map == MAP_FAILED) {
+	if (g->size < 24) {
+		llm_seterr("truncated file: %zu bytes is too small for a GGUF header", g->size);
+		unmap_file(g->map, g->size);
 		g->map = NULL;
-		llm_seterr("mmap: %s", strerror(errno));
 		return -1;
 	}
 
@@ -416,8 +395,7 @@ gguf_close(struct gguf *g)
 			free(g->tensors[i].name);
 	free(g->kv);
 	free(g->tensors);
-	if (g->map)
-		munmap(g->map, g->size);
+	unmap_file(g->map, g->size);
 	g->kv = NULL;
 	g->tensors = NULL;
 	g->map = NULL;

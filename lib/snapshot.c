@@ -279,8 +279,7 @@ fail:
 void
 snapshot_close(struct snapshot *s)
 {
-	if (s->map)
-		munmap((void *)s->map, s->size);
+	unmap_file(s->map, s->size);
 	free(s->dir);
 	free(s->order);
 	memset(s, 0, sizeof *s);
@@ -335,35 +334,21 @@ int
 snapshot_open(struct snapshot *s, const char *path)
 {
 	char msg[256];
-	struct stat st;
 	const uint8_t *h;
 	uint64_t meta_end, block[2], file_size, sum, pos_offset;
 	struct interval *iv;
 	struct kv shape;
 	uint32_t l, header_size, n;
 	uint8_t *copy;
-	int fd;
 
 	memset(s, 0, sizeof *s);
-	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) < 0) {
-		llm_seterr("%s", strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size < SNAP_HEADER_SIZE) {
-		close(fd);
-		llm_seterr(S_ISREG(st.st_mode) ? "truncated: %lld bytes is too small for a snapshot header"
-		    : "not a regular file", (long long)st.st_size);
-		return -1;
-	}
-	s->size = (size_t)st.st_size;
 	/* Populated at once: every byte is read anyway, by the checks or the tools. */
-	s->map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-	close(fd);
-	if (s->map == MAP_FAILED) {
+	if (!(s->map = map_file(path, &s->size, 1)))
+		return -1;
+	if (s->size < SNAP_HEADER_SIZE) {
+		llm_seterr("truncated: %zu bytes is too small for a snapshot header", s->size);
+		unmap_file(s->map, s->size);
 		s->map = NULL;
-		llm_seterr("mmap: %s", strerror(errno));
 		return -1;
 	}
 	h = s->map;

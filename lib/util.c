@@ -1,12 +1,16 @@
 /* util.c: errors, checked allocation, clocks, a tiny JSON writer. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -261,4 +265,61 @@ ids_free(struct ids *a)
 	free(a->v);
 	a->v = NULL;
 	a->n = a->cap = 0;
+}
+
+void *
+map_file(const char *path, size_t *size, int populate)
+{
+	struct stat st;
+	struct buf b = { 0 };
+	void *p;
+	int fd;
+
+	*size = 0;
+	if (strcmp(path, "-") == 0) {
+		if (buf_read_all(&b, stdin) < 0) {
+			llm_seterr("stdin: %s", strerror(errno));
+			buf_free(&b);
+			return NULL;
+		}
+		p = mmap(NULL, b.n ? b.n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			llm_seterr("%s", strerror(errno));
+			buf_free(&b);
+			return NULL;
+		}
+		memcpy(p, b.s, b.n);
+		mprotect(p, b.n ? b.n : 1, PROT_READ);
+		*size = b.n;
+		buf_free(&b);
+		return p;
+	}
+	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) < 0) {
+		llm_seterr("%s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		llm_seterr("not a regular file");
+		return NULL;
+	}
+	p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ,
+	    MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0) :
+	    mmap(NULL, 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		llm_seterr("mmap: %s", strerror(errno));
+		return NULL;
+	}
+	*size = (size_t)st.st_size;
+	return p;
+}
+
+void
+unmap_file(const void *p, size_t size)
+{
+	if (p)
+		munmap((void *)p, size ? size : 1);
 }

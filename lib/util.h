@@ -47,6 +47,15 @@ size_t peak_rss_bytes(void);
 int mul_ok(uint64_t a, uint64_t b, uint64_t *out);
 int add_ok(uint64_t a, uint64_t b, uint64_t *out);
 
+/*
+ * Map a whole regular file read-only (populate: fault it all in now), or
+ * with path "-" read standard input into anonymous memory, since a pipe
+ * cannot be mapped.  NULL with llm_err() on failure.  Free with
+ * unmap_file(p, *size).
+ */
+void *map_file(const char *path, size_t *size, int populate);
+void unmap_file(const void *p, size_t size);
+
 /* A growable byte buffer. */
 struct buf {
 	char *s;

@@ -89,6 +89,29 @@ embeddings_are_one_line_each_and_their_own() {
 	[ $? -eq 1 ] && grep -q "line 2: no tokens to embed" "$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
+# - is standard input wherever a file is read.
+dash_reads_standard_input() {
+	m=$(tiny q8_0)
+	echo "1 5 9" | "$D" -m "$m" -n 5 --kv-out "$TMP/d.kv" >/dev/null || fail "exit $?"
+	"$BIN/llm-kvstat" --json "$TMP/d.kv" | sed 's/"file":"[^"]*"//' >"$TMP/a" || fail "exit $?"
+	"$BIN/llm-kvstat" --json - <"$TMP/d.kv" | sed 's/"file":"[^"]*"//' >"$TMP/b" || fail "exit $?"
+	cmp -s "$TMP/a" "$TMP/b" || fail "llm-kvstat - differs"
+	"$BIN/llm-kvdump" --layer 1 "$TMP/d.kv" >"$TMP/a" || fail "exit $?"
+	cat "$TMP/d.kv" | "$BIN/llm-kvdump" --layer 1 - >"$TMP/b" || fail "exit $?"
+	cmp -s "$TMP/a" "$TMP/b" || fail "llm-kvdump - differs"
+	"$BIN/llm-tokenize" -m "$m" 'hello world' >"$TMP/a" || fail "exit $?"
+	"$BIN/llm-tokenize" -m - 'hello world' <"$m" >"$TMP/b" || fail "exit $?"
+	cmp -s "$TMP/a" "$TMP/b" || fail "llm-tokenize -m - differs"
+	head -c 100 "$TMP/d.kv" | "$BIN/llm-kvstat" - >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] && grep -q "^llm-kvstat: -: truncated" "$TMP/err" || fail "$(cat "$TMP/err")"
+	# llm-decode reads ids on stdin and writes tokens on stdout: - is refused
+	echo 1 | "$D" -m - -n 1 >/dev/null 2>&1
+	[ $? -eq 2 ] || fail "llm-decode -m - accepted"
+	echo 1 | "$D" -m "$m" --kv-in - -n 1 >/dev/null 2>&1
+	[ $? -eq 2 ] || fail "--kv-in - accepted"
+}
+
+t dash_reads_standard_input
 t every_tool_answers_version
 t exit_statuses_tell_usage_from_runtime_errors
 t quiet_silences_all_but_errors
