@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/chat.h"
 #include "../lib/gguf.h"
 #include "../lib/tok.h"
 #include "../lib/tokstream.h"
@@ -14,8 +15,9 @@ usage(int status)
 {
 	fprintf(status ? stderr : stdout,
 	    "usage: %s -m MODEL [--bos | --no-bos] [--eos] [--special] [TEXT ...]\n"
+	    "       %s -m MODEL --chat [--template NAME] [--bos | --no-bos]\n"
 	    "       %s -m MODEL -d [--special]\n"
-	    "       %s -m MODEL --vocab\n", argv0, argv0, argv0);
+	    "       %s -m MODEL --vocab\n", argv0, argv0, argv0, argv0);
 	exit(status);
 }
 
@@ -83,13 +85,15 @@ list_vocab(const struct tok *t)
 int
 main(int argc, char *argv[])
 {
-	enum { O_BOS = 256, O_NO_BOS, O_EOS, O_SPECIAL, O_VOCAB };
+	enum { O_BOS = 256, O_NO_BOS, O_EOS, O_SPECIAL, O_VOCAB, O_CHAT, O_TEMPLATE };
 	static const struct option longopts[] = {
 		{ "bos", no_argument, NULL, O_BOS },
 		{ "no-bos", no_argument, NULL, O_NO_BOS },
 		{ "eos", no_argument, NULL, O_EOS },
 		{ "special", no_argument, NULL, O_SPECIAL },
 		{ "vocab", no_argument, NULL, O_VOCAB },
+		{ "chat", no_argument, NULL, O_CHAT },
+		{ "template", required_argument, NULL, O_TEMPLATE },
 		{ "decode", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -100,7 +104,9 @@ main(int argc, char *argv[])
 	struct tok t;
 	struct buf text = { 0 };
 	struct ids ids = { 0 };
-	int c, bos = -1, eos = 0, special = 0, decode = 0, vocab = 0, i;
+	int c, bos = -1, eos = 0, special = 0, decode = 0, vocab = 0, chat = 0, family = CHAT_NONE, i;
+	struct chat_msg *msgs;
+	size_t n_msgs;
 	size_t k;
 
 	argv0 = "llm-tokenize";
@@ -113,6 +119,11 @@ main(int argc, char *argv[])
 		case O_EOS: eos = 1; break;
 		case O_SPECIAL: special = 1; break;
 		case O_VOCAB: vocab = 1; break;
+		case O_CHAT: chat = 1; break;
+		case O_TEMPLATE:
+			if ((family = chat_parse(optarg)) == CHAT_NONE)
+				die(2, "--template: '%s': expected one of %s", optarg, chat_names());
+			break;
 		case 'h': usage(0); break;
 		case 'V': version(); break;
 		default: usage(2);
@@ -120,12 +131,38 @@ main(int argc, char *argv[])
 	}
 	if (!path || (decode && (optind < argc || vocab)) || (vocab && optind < argc))
 		usage(2);
+	if (family != CHAT_NONE && !chat)
+		die(2, "--template goes with --chat");
+	/* the conversation is on stdin; its markup comes from the template alone */
+	if (chat && (decode || vocab || special || eos || optind < argc))
+		die(2, "--chat reads a conversation on stdin and takes no %s",
+		    decode ? "-d" : vocab ? "--vocab" : special ? "--special" : eos ? "--eos" : "TEXT");
 	if (gguf_open(&g, path) < 0 || tok_load(&t, &g) < 0)
 		die(1, "%s: %s", path, llm_err());
 	if (t.warning[0])
 		warnx_("%s: %s", path, t.warning);
 
-	if (vocab) {
+	if (chat) {
+		if (family == CHAT_NONE && (family = chat_detect(&g)) == CHAT_NONE)
+			die(1, "%s: no chat template recognized in tokenizer.chat_template; give "
+			    "--template with one of %s", path, chat_names());
+		if (buf_read_all(&text, stdin) < 0)
+			die(1, "stdin:");
+		if (chat_read(text.s ? text.s : "", text.n, &msgs, &n_msgs) < 0)
+			die(1, "stdin: %s", llm_err());
+		if (bos < 0)
+			bos = t.add_bos;
+		if (bos && t.bos >= 0)
+			ids_push(&ids, t.bos);
+		if (chat_render(&t, family, msgs, n_msgs, &ids) < 0)
+			die(1, "%s", llm_err());
+		chat_free(msgs, n_msgs);
+		for (k = 0; k < ids.n; k++)
+			if (printf("%d\n", ids.v[k]) < 0)
+				die(1, "stdout:");
+		if (fflush(stdout) == EOF)
+			die(1, "stdout:");
+	} else if (vocab) {
 		list_vocab(&t);
 	} else if (decode) {
 		detokenize(&t, special);

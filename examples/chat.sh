@@ -3,14 +3,18 @@
 #
 #   chat.sh [-m MODEL] [-n N] CONV 'what the user says'
 #
-# CONV.kv is the KV snapshot and CONV.ids the conversation's token ids.
-# Each turn computes only its new tokens: llm-decode resumes from CONV.kv.
-# To fork a conversation, copy both files:
+# CONV.kv is the KV snapshot and CONV.ids the token ids it holds.  Each
+# turn computes only its new tokens: llm-decode resumes from CONV.kv.
+# To fork a conversation, copy its files:
 #
-#   cp a.kv b.kv; cp a.ids b.ids     # b now continues from where a is
+#   for f in a.*; do cp "$f" "b.${f#a.}"; done   # b continues from where a is
 #
-# Models with a ChatML vocabulary (SmolLM2-Instruct, Qwen2) get ChatML
-# turns; others (TinyStories) get plain text appended to the story.
+# A model with a chat template (SmolLM2-Instruct, Qwen2, Llama 3, Phi-3,
+# Gemma, TinyLlama's Zephyr) keeps the messages in CONV.chat, one
+# "ROLE<TAB>TEXT" a line, and llm-tokenize --chat renders them with the
+# model's own template each turn: the rendering of the earlier turns does
+# not change, so the snapshot covers it.  Other models (TinyStories) get
+# plain text appended to the story.
 set -eu
 bin=$(cd "$(dirname "$0")/../cmd" 2>/dev/null && pwd || echo)
 PATH="${bin:+$bin:}$PATH"
@@ -28,18 +32,19 @@ shift $((OPTIND - 1))
 conv=$1
 text=$2
 
-if llm-tokenize -m "$model" --vocab | cut -f3 | grep -qx '<|im_start|>'; then
-	# ChatML: close the assistant's last turn, add the user's, open a new one.
-	[ -s "$conv.ids" ] && prefix='<|im_end|>\n' || prefix=''
-	printf "$prefix"'<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n' "$text" |
-		llm-tokenize -m "$model" --special --no-bos >"$conv.new"
+# escape TEXT for a ROLE<TAB>TEXT line: backslashes, tabs and newlines
+escape() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/	/\\t/g' | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'; }
+
+if printf 'user\tx\n' | llm-tokenize -m "$model" --chat >/dev/null 2>&1; then
+	chat=1
+	printf 'user\t%s\n' "$(escape "$text")" >>"$conv.chat"
+	llm-tokenize -m "$model" --chat <"$conv.chat" >"$conv.ids"
 else
+	chat=0
 	# (SentencePiece puts the space between turns by itself.)
-	bos=; [ -s "$conv.ids" ] && bos=--no-bos
-	llm-tokenize -m "$model" $bos "$text" >"$conv.new"
+	bos=; [ -s "$conv.ids" ] 2>/dev/null && bos=--no-bos
+	llm-tokenize -m "$model" $bos "$text" >>"$conv.ids"
 fi
-cat "$conv.new" >>"$conv.ids"
-rm -f "$conv.new"
 
 resume=
 [ -f "$conv.kv" ] && resume="--kv-in $conv.kv"
@@ -47,6 +52,10 @@ resume=
 llm-decode -m "$model" -n "$n" $resume --kv-out "$conv.kv" --stats-json <"$conv.ids" \
 	2>"$conv.stats" | tee "$conv.reply" | llm-tokenize -m "$model" -d
 echo
-cat "$conv.reply" >>"$conv.ids"
+if [ $chat -eq 1 ]; then
+	printf 'assistant\t%s\n' "$(escape "$(llm-tokenize -m "$model" -d <"$conv.reply")")" >>"$conv.chat"
+else
+	cat "$conv.reply" >>"$conv.ids"
+fi
 rm -f "$conv.reply"
 sed -n 's/.*"reused_tokens":\([0-9]*\),"computed_tokens":\([0-9]*\).*/(reused \1 tokens from the snapshot, computed \2)/p' "$conv.stats" >&2

@@ -91,9 +91,31 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 	free(x);
 }
 
+/*
+ * Chat templates as the models' own GGUFs have them (shortened): the
+ * markers that tell their families apart, and the control tokens they
+ * use, which take the last ids of the vocabulary.
+ */
+static const struct {
+	const char *family, *tpl, *marker[4];
+} chat_fixtures[] = {
+	{ "chatml", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+	    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}", { "<|im_start|>", "<|im_end|>" } },
+	{ "llama3", "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+	    "message['content'] | trim + '<|eot_id|>' }}",
+	    { "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>" } },
+	{ "llama2", "{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}", { NULL } },
+	{ "zephyr", "{{ '<|user|>\\n' + message['content'] + eos_token }}",
+	    { "<|system|>", "<|user|>", "<|assistant|>" } },
+	{ "phi3", "{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>'}}",
+	    { "<|system|>", "<|user|>", "<|assistant|>", "<|end|>" } },
+	{ "gemma", "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
+	    "'<end_of_turn>\\n' }}", { "<start_of_turn>", "<end_of_turn>" } },
+};
+
 /* A SentencePiece-style vocabulary: specials, 256 bytes, then pieces. */
 static void
-vocab(struct ggufw *w, int n, int eos_id, int as_ints)
+vocab(struct ggufw *w, int n, int eos_id, int as_ints, const char *chat)
 {
 	static const char *syl[] = { "a", "e", "i", "o", "u", "ka", "lo", "mi",
 	    "ne", "ri", "sa", "to", "the", "and", "was", "day" };
@@ -117,6 +139,16 @@ vocab(struct ggufw *w, int n, int eos_id, int as_ints)
 			    syl[(i / 16) % 16], i), type[i] = 1;
 		tok[i] = strdup(buf);
 		score[i] = i < 259 ? 0 : -(float)i;
+	}
+	for (size_t c = 0; chat && c < sizeof chat_fixtures / sizeof chat_fixtures[0]; c++) {
+		if (strcmp(chat, chat_fixtures[c].family) != 0)
+			continue;
+		for (int k = 0; k < 4 && chat_fixtures[c].marker[k]; k++) {
+			free(tok[n - 4 + k]);
+			tok[n - 4 + k] = strdup(chat_fixtures[c].marker[k]);
+			type[n - 4 + k] = 3;
+		}
+		ggufw_str(w, "tokenizer.chat_template", chat_fixtures[c].tpl);
 	}
 	ggufw_str(w, "tokenizer.ggml.model", "llama");
 	if (as_ints)
@@ -163,7 +195,7 @@ fixture_write(const struct fixture *f, const char *path)
 	}
 	if (!f->minimal_keys) {
 		ggufw_u32(w, "general.file_type", f->type);
-		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints);
+		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat);
 	}
 
 	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, se, 0, &rng);

@@ -14,6 +14,7 @@ struct fixture {
 	int eos_id;
 	int vocab_as_ints;	/* hostile: tokenizer.ggml.tokens holds int32s */
 	float std;		/* > 0: every matrix uniform with this standard deviation */
+	const char *chat;	/* a chat template family: its markers and a template naming them */
 	uint64_t seed;
 };
 

@@ -12,7 +12,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] -o OUT.gguf\n", argv0);
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -27,7 +27,9 @@ main(int argc, char *argv[])
 	float std = 0;
 
 	argv0 = "mkmodel";
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:o:h")) != -1) {
+	const char *chat = NULL;
+
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -36,6 +38,7 @@ main(int argc, char *argv[])
 		case 'E': eos = atoi(optarg); break;
 		case 'v': vocab = atoi(optarg); break;
 		case 'w': std = (float)atof(optarg); break;
+		case 'C': chat = optarg; break;
 		case 'o': out = optarg; break;
 		default: usage();
 		}
@@ -69,6 +72,7 @@ main(int argc, char *argv[])
 	if (seed >= 0)
 		f.seed = (uint64_t)seed;
 	f.std = std;
+	f.chat = chat;
 	if (fixture_write(&f, out) < 0)
 		die(1, "%s:", out);
 	return 0;

@@ -26,6 +26,16 @@ chat_demo_resumes_and_forks() {
 	grep -q '^a: ' "$TMP/chat" && grep -q '^b: ' "$TMP/chat" || fail "no snapshot contents"
 }
 
+# With a chat template, the turns go through llm-tokenize --chat and still resume.
+chat_demo_uses_the_models_template() {
+	"$PWD/tests/mkmodel" -C chatml -o "$TMP/chatml.gguf" || fail "mkmodel"
+	LLM_MODEL="$TMP/chatml.gguf" sh examples/chat-demo.sh >"$TMP/chat" 2>&1 ||
+		fail "exit $?: $(tail -n 5 "$TMP/chat")"
+	[ "$(grep -ac 'reused [1-9][0-9]* tokens' "$TMP/chat")" -eq 3 ] || fail "$(grep -a reused "$TMP/chat")"
+	grep -aq '^a: user Once upon a time, a cat' "$TMP/chat" || fail "$(grep -a '^a: ' "$TMP/chat")"
+}
+
 t demo_runs
+t chat_demo_uses_the_models_template
 t demo_runs_with_a_random_model_when_no_model_is_found
 t chat_demo_resumes_and_forks

@@ -1,0 +1,278 @@
+/*
+ * chat.c: chat templates.  A GGUF carries its template as a Jinja
+ * program (tokenizer.chat_template); like llama.cpp, we do not run it but
+ * recognize its family by the markers it uses and render that family
+ * ourselves.  Control tokens come from the template alone: a message is
+ * always tokenized as text, so that a user who types "<|im_start|>" gets
+ * those characters, not a new turn.
+ */
+#define _GNU_SOURCE	/* memmem */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+
+static const char *const names[] = { "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma" };
+static const char *const roles[] = { "system", "user", "assistant" };
+
+const char *
+chat_name(int family)
+{
+	return family >= 0 && family < (int)(sizeof names / sizeof names[0]) ? names[family] : NULL;
+}
+
+int
+chat_parse(const char *name)
+{
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(name, names[i]) == 0)
+			return (int)i;
+	return CHAT_NONE;
+}
+
+const char *
+chat_names(void)
+{
+	return "chatml, llama3, llama2, zephyr, phi3, gemma";
+}
+
+static int
+has(const struct gguf_str *s, const char *marker)
+{
+	return memmem(s->s, (size_t)s->n, marker, strlen(marker)) != NULL;
+}
+
+int
+chat_detect(const struct gguf *g)
+{
+	struct gguf_str tpl;
+
+	if (gguf_get_str(g, "tokenizer.chat_template", &tpl) != 1)
+		return CHAT_NONE;
+	/* the most specific markers first: Phi-3 and Zephyr share <|user|> */
+	if (has(&tpl, "<|im_start|>"))
+		return CHAT_CHATML;
+	if (has(&tpl, "<|start_header_id|>"))
+		return CHAT_LLAMA3;
+	if (has(&tpl, "<start_of_turn>"))
+		return CHAT_GEMMA;
+	if (has(&tpl, "<|end|>") && has(&tpl, "<|assistant|>"))
+		return CHAT_PHI3;
+	if (has(&tpl, "<|user|>"))
+		return CHAT_ZEPHYR;
+	if (has(&tpl, "[INST]"))
+		return CHAT_LLAMA2;
+	return CHAT_NONE;
+}
+
+/* ---- reading ---- */
+
+void
+chat_free(struct chat_msg *msgs, size_t n_msgs)
+{
+	for (size_t i = 0; i < n_msgs; i++)
+		free(msgs[i].text);
+	free(msgs);
+}
+
+/* One message from line[0..n): 0, or -1 with llm_err(). */
+static int
+parse_line(const char *line, size_t n, long no, struct chat_msg *m)
+{
+	const char *tab = memchr(line, '\t', n);
+	size_t i, k = 0, rlen;
+	char *out;
+
+	if (!tab) {
+		llm_seterr("line %ld: expected ROLE<TAB>TEXT", no);
+		return -1;
+	}
+	rlen = (size_t)(tab - line);
+	m->role = -1;
+	for (i = 0; i < sizeof roles / sizeof roles[0]; i++)
+		if (rlen == strlen(roles[i]) && memcmp(line, roles[i], rlen) == 0)
+			m->role = (int)i;
+	if (m->role < 0) {
+		llm_seterr("line %ld: role '%.*s': expected system, user or assistant", no,
+		    (int)(rlen < 40 ? rlen : 40), line);
+		return -1;
+	}
+	out = m->text = xmalloc(n - rlen);
+	for (i = rlen + 1; i < n; i++) {
+		if (line[i] != '\\') {
+			out[k++] = line[i];
+			continue;
+		}
+		switch (i + 1 < n ? line[++i] : 0) {
+		case 'n': out[k++] = '\n'; break;
+		case 't': out[k++] = '\t'; break;
+		case '\\': out[k++] = '\\'; break;
+		default:
+			llm_seterr("line %ld: a backslash must start \\n, \\t or \\\\", no);
+			free(m->text);
+			m->text = NULL;
+			return -1;
+		}
+	}
+	out[k] = '\0';
+	return 0;
+}
+
+int
+chat_read(const char *s, size_t n, struct chat_msg **msgs, size_t *n_msgs)
+{
+	size_t cap = 0, len;
+	const char *end = s + n, *nl;
+	long no = 0;
+
+	*msgs = NULL;
+	*n_msgs = 0;
+	while (s < end) {
+		nl = memchr(s, '\n', (size_t)(end - s));
+		len = (size_t)((nl ? nl : end) - s);
+		no++;
+		if (len && s[len - 1] == '\r')
+			len--;
+		if (len > 0) {
+			if (*n_msgs == cap) {
+				cap = cap ? 2 * cap : 8;
+				*msgs = realloc(*msgs, cap * sizeof **msgs);
+				if (!*msgs)
+					die(1, "out of memory");
+			}
+			if (parse_line(s, len, no, &(*msgs)[*n_msgs]) < 0) {
+				chat_free(*msgs, *n_msgs);
+				*msgs = NULL;
+				*n_msgs = 0;
+				return -1;
+			}
+			(*n_msgs)++;
+		}
+		s = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+/* ---- rendering ---- */
+
+/*
+ * The rendered conversation is a run of fragments: the template's
+ * control tokens, and raw text in between, which joins the markup's
+ * plain characters (role names, newlines) with the messages.  Raw text
+ * is tokenized without special parsing, a whole run at once, as
+ * llama.cpp tokenizes the text between two control tokens: the same ids
+ * as rendering the template to a string, except that a message can
+ * never turn into control tokens.
+ */
+struct render {
+	const struct tok *t;
+	struct buf raw;
+	struct ids *out;
+};
+
+static void
+flush(struct render *r)
+{
+	if (r->raw.n)
+		tok_encode(r->t, r->raw.s, r->raw.n, 0, r->out);
+	r->raw.n = 0;
+}
+
+static void
+raw(struct render *r, const char *s)
+{
+	buf_add(&r->raw, s, strlen(s));
+}
+
+/* A control token of the template; as text if the vocabulary lacks it. */
+static void
+ctl(struct render *r, const char *s)
+{
+	int id = tok_lookup(r->t, s, strlen(s));
+
+	if (id < 0 || r->t->type[id] != TT_CONTROL) {
+		raw(r, s);
+		return;
+	}
+	flush(r);
+	ids_push(r->out, id);
+}
+
+int
+chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
+    struct ids *out)
+{
+	struct render r = { t, { 0 }, out };
+	const char *system = NULL;
+	size_t i;
+	int first_user = 1;
+
+	if (!chat_name(family)) {
+		llm_seterr("unknown chat template (known: %s)", chat_names());
+		return -1;
+	}
+	for (i = 0; i < n_msgs; i++) {
+		const struct chat_msg *m = &msgs[i];
+		const char *role = roles[m->role];
+
+		switch (family) {
+		case CHAT_CHATML:	/* <|im_start|>ROLE\nTEXT<|im_end|>\n */
+			ctl(&r, "<|im_start|>"), raw(&r, role), raw(&r, "\n"), raw(&r, m->text);
+			ctl(&r, "<|im_end|>"), raw(&r, "\n");
+			break;
+		case CHAT_LLAMA3:	/* <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> */
+			ctl(&r, "<|start_header_id|>"), raw(&r, role), ctl(&r, "<|end_header_id|>");
+			raw(&r, "\n\n"), raw(&r, m->text), ctl(&r, "<|eot_id|>");
+			break;
+		case CHAT_ZEPHYR:	/* <|ROLE|>\nTEXT</s>\n */
+		case CHAT_PHI3:		/* <|ROLE|>\nTEXT<|end|>\n */
+			if (m->role == CHAT_SYSTEM)
+				ctl(&r, "<|system|>");
+			else
+				ctl(&r, m->role == CHAT_USER ? "<|user|>" : "<|assistant|>");
+			raw(&r, "\n"), raw(&r, m->text);
+			ctl(&r, family == CHAT_PHI3 ? "<|end|>" : "</s>"), raw(&r, "\n");
+			break;
+		case CHAT_LLAMA2:
+		case CHAT_GEMMA:
+			/* no system turn of their own: it opens the first user turn */
+			if (m->role == CHAT_SYSTEM) {
+				system = m->text;
+				break;
+			}
+			if (family == CHAT_GEMMA) {	/* <start_of_turn>user\nTEXT<end_of_turn>\n */
+				ctl(&r, "<start_of_turn>");
+				raw(&r, m->role == CHAT_USER ? "user\n" : "model\n");
+				if (m->role == CHAT_USER && system && first_user)
+					raw(&r, system), raw(&r, "\n\n");
+				raw(&r, m->text), ctl(&r, "<end_of_turn>"), raw(&r, "\n");
+			} else if (m->role == CHAT_USER) {	/* [INST] <<SYS>>..<</SYS>> TEXT [/INST] */
+				if (!first_user)
+					ctl(&r, "<s>");
+				raw(&r, "[INST] ");
+				if (system && first_user)
+					raw(&r, "<<SYS>>\n"), raw(&r, system), raw(&r, "\n<</SYS>>\n\n");
+				raw(&r, m->text), raw(&r, " [/INST]");
+			} else {			/* TEXT</s> */
+				raw(&r, " "), raw(&r, m->text), ctl(&r, "</s>");
+			}
+			if (m->role == CHAT_USER)
+				first_user = 0;
+			break;
+		}
+	}
+	/* the opening of the assistant's turn */
+	switch (family) {
+	case CHAT_CHATML: ctl(&r, "<|im_start|>"), raw(&r, "assistant\n"); break;
+	case CHAT_LLAMA3:
+		ctl(&r, "<|start_header_id|>"), raw(&r, "assistant"), ctl(&r, "<|end_header_id|>");
+		raw(&r, "\n\n");
+		break;
+	case CHAT_ZEPHYR: case CHAT_PHI3: ctl(&r, "<|assistant|>"), raw(&r, "\n"); break;
+	case CHAT_GEMMA: ctl(&r, "<start_of_turn>"), raw(&r, "model\n"); break;
+	case CHAT_LLAMA2: break;	/* the answer follows [/INST] */
+	}
+	flush(&r);
+	buf_free(&r.raw);
+	return 0;
+}

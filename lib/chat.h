@@ -1,0 +1,49 @@
+/* chat.h: conversations rendered by a model's chat template, as token ids. */
+#ifndef LLM_CHAT_H
+#define LLM_CHAT_H
+
+#include <stddef.h>
+
+#include "gguf.h"
+#include "tok.h"
+#include "util.h"
+
+/* The template families, recognized as llama.cpp recognizes them. */
+enum { CHAT_NONE = -1, CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_ZEPHYR, CHAT_PHI3, CHAT_GEMMA };
+
+/* "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma"; NULL otherwise. */
+const char *chat_name(int family);
+/* The family of a name, or CHAT_NONE. */
+int chat_parse(const char *name);
+/* The names, comma-separated, for messages. */
+const char *chat_names(void);
+/* The family of the file's tokenizer.chat_template; CHAT_NONE if it has none or none is known. */
+int chat_detect(const struct gguf *g);
+
+enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT };
+
+struct chat_msg {
+	int role;
+	char *text;		/* NUL-terminated, escapes undone */
+};
+
+/*
+ * Read a conversation: one message a line, ROLE TAB TEXT, the role
+ * system, user or assistant, and in TEXT the escapes \n (newline), \t
+ * (tab) and \\ (backslash).  Empty lines are skipped.  0, or -1 with
+ * llm_err() naming the line.
+ */
+int chat_read(const char *s, size_t n, struct chat_msg **msgs, size_t *n_msgs);
+void chat_free(struct chat_msg *msgs, size_t n_msgs);
+
+/*
+ * The ids of the conversation as the family renders it, ending with the
+ * opening of the assistant's turn.  The template's markup is tokenized
+ * with its control tokens; each message's text is tokenized alone and as
+ * text, so it can neither forge nor merge with a control token.  BOS is
+ * the caller's.  0, or -1 with llm_err().
+ */
+int chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
+    struct ids *out);
+
+#endif
