@@ -35,7 +35,64 @@ chat_demo_uses_the_models_template() {
 	grep -aq '^a: user Once upon a time, a cat' "$TMP/chat" || fail "$(grep -a '^a: ' "$TMP/chat")"
 }
 
+# model: stories260K where ../shared has it, else the tiny random model
+model() {
+	if [ -f "$SHARED/models/stories260K.gguf" ]; then
+		echo "$SHARED/models/stories260K.gguf"
+	else
+		tiny q8_0
+	fi
+}
+
+# examples/Makefile: the prefix once, each answer from it, two at a time.
+makefile_answers_each_question_from_the_prefix() {
+	m=$(model)
+	rm -rf "$TMP/ex"
+	mkdir -p "$TMP/ex"
+	cp -r examples/Makefile examples/system.txt examples/questions "$TMP/ex/"
+	make -C "$TMP/ex" -j2 BIN="$BIN" MODEL="$m" OPTS="--ctx 4096 -q" >"$TMP/make.out" 2>&1 || fail "make: $(tail -n 5 "$TMP/make.out")"
+	nq=$(ls examples/questions/*.txt | wc -l)
+	[ "$(ls "$TMP/ex/answers/"*.txt | wc -l)" -eq "$nq" ] || fail "not every question answered"
+	prefix=$(wc -l <"$TMP/ex/prefix.ids")
+	for st in "$TMP/ex/answers/"*.stats; do
+		grep -q "\"reused_tokens\":$prefix," "$st" || fail "$st: $(cat "$st")"
+	done
+	for a in "$TMP/ex/answers/"*.txt; do
+		[ -s "$a" ] || fail "$a is empty"
+	done
+	# Make's bookkeeping: nothing to redo, then only the question that changed
+	[ -z "$(make -C "$TMP/ex" -n -s BIN="$BIN" MODEL="$m")" ] || fail "a second make has work"
+	touch "$TMP/ex/questions/bear.txt"
+	make -C "$TMP/ex" -n -s BIN="$BIN" MODEL="$m" >"$TMP/redo"
+	grep -q "answers/bear" "$TMP/redo" && ! grep -q -e "answers/ball" -e "--kv-out prefix.kv" "$TMP/redo" ||
+		fail "$(cat "$TMP/redo")"
+}
+
+batch_gives_each_prompt_its_text_and_snapshot() {
+	m=$(model)
+	rm -rf "$TMP/batch"
+	printf 'Once upon a time\nThe dog said "hi" and ran.\n\nA cat; $(rm -rf /) `x`\n' >"$TMP/prompts"
+	sh examples/batch.sh -m "$m" -n 10 -P 2 "$TMP/prompts" "$TMP/batch" || fail "exit $?"
+	for k in 1 2 3; do
+		[ -s "$TMP/batch/$k.txt" ] && [ -s "$TMP/batch/$k.kv" ] || fail "prompt $k: no output"
+	done
+	[ ! -e "$TMP/batch/4.txt" ] || fail "the empty line became a prompt"
+	"$BIN/llm-kvdump" --tokens "$TMP/batch/3.kv" | "$BIN/llm-tokenize" -m "$m" -d |
+		grep -q 'A cat; $(rm -rf /) `x`' || fail "prompt 3 was not taken literally"
+	head -c 40 "$TMP/batch/2.txt" | grep -q '^The dog said "hi" and ran.' || fail "$(cat "$TMP/batch/2.txt")"
+}
+
+inspect_answers_from_the_cache() {
+	sh examples/inspect.sh -m "$(model)" "$TMP/insp" >"$TMP/insp.out" || fail "exit $?"
+	grep -q '^layer [0-9]* has the largest keys: mean norm [0-9.]* over [0-9]* positions$' "$TMP/insp.out" ||
+		fail "$(cat "$TMP/insp.out")"
+	grep -q '<svg' "$TMP/insp/story.svg" || fail "no heat map"
+}
+
 t demo_runs
+t makefile_answers_each_question_from_the_prefix
+t batch_gives_each_prompt_its_text_and_snapshot
+t inspect_answers_from_the_cache
 t chat_demo_uses_the_models_template
 t demo_runs_with_a_random_model_when_no_model_is_found
 t chat_demo_resumes_and_forks
