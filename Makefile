@@ -17,6 +17,7 @@ LIB = lib/libllm.a
 BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump
 MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1
 MAN5 = man/llm-kv.5
+MAN7 = man/llm.7
 
 TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
@@ -114,15 +115,18 @@ demo: all tests/mkmodel
 	sh examples/demo.sh
 
 install: all
-	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5
+	mkdir -p $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5 \
+		$(DESTDIR)$(MANPREFIX)/man7
 	cp -f $(BIN) $(DESTDIR)$(PREFIX)/bin
 	cp -f $(MAN1) $(DESTDIR)$(MANPREFIX)/man1
 	cp -f $(MAN5) $(DESTDIR)$(MANPREFIX)/man5
+	cp -f $(MAN7) $(DESTDIR)$(MANPREFIX)/man7
 
 uninstall:
 	for f in $(BIN); do rm -f $(DESTDIR)$(PREFIX)/bin/$${f#cmd/}; done
 	for f in $(MAN1); do rm -f $(DESTDIR)$(MANPREFIX)/man1/$${f#man/}; done
 	for f in $(MAN5); do rm -f $(DESTDIR)$(MANPREFIX)/man5/$${f#man/}; done
+	for f in $(MAN7); do rm -f $(DESTDIR)$(MANPREFIX)/man7/$${f#man/}; done
 
 clean:
 	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TESTBIN) $(TESTBIN:=.o) \
