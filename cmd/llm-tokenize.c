@@ -14,7 +14,7 @@ static void
 usage(int status)
 {
 	fprintf(status ? stderr : stdout,
-	    "usage: %s -m MODEL [--bos | --no-bos] [--eos] [--special] [TEXT ...]\n"
+	    "usage: %s -m MODEL [-q] [--bos | --no-bos] [--eos] [--special] [TEXT ...]\n"
 	    "       %s -m MODEL --chat [--template NAME] [--bos | --no-bos]\n"
 	    "       %s -m MODEL -d [--special]\n"
 	    "       %s -m MODEL --vocab\n", argv0, argv0, argv0, argv0);
@@ -105,15 +105,17 @@ main(int argc, char *argv[])
 	struct buf text = { 0 };
 	struct ids ids = { 0 };
 	int c, bos = -1, eos = 0, special = 0, decode = 0, vocab = 0, chat = 0, family = CHAT_NONE, i;
+	int quiet = 0;
 	struct chat_msg *msgs;
 	size_t n_msgs;
 	size_t k;
 
 	argv0 = "llm-tokenize";
-	while ((c = getopt_long(argc, argv, "m:dh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:dqh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': path = optarg; break;
 		case 'd': decode = 1; break;
+		case 'q': quiet = 1; break;
 		case O_BOS: bos = 1; break;
 		case O_NO_BOS: bos = 0; break;
 		case O_EOS: eos = 1; break;
@@ -139,7 +141,7 @@ main(int argc, char *argv[])
 		    decode ? "-d" : vocab ? "--vocab" : special ? "--special" : eos ? "--eos" : "TEXT");
 	if (gguf_open(&g, path) < 0 || tok_load(&t, &g) < 0)
 		die(1, "%s: %s", path, llm_err());
-	if (t.warning[0])
+	if (t.warning[0] && !quiet)
 		warnx_("%s: %s", path, t.warning);
 
 	if (chat) {

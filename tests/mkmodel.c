@@ -12,7 +12,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] -o OUT.gguf\n", argv0);
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -27,9 +27,9 @@ main(int argc, char *argv[])
 	float std = 0;
 
 	argv0 = "mkmodel";
-	const char *chat = NULL;
+	const char *chat = NULL, *bpe = NULL;
 
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:B:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -39,12 +39,18 @@ main(int argc, char *argv[])
 		case 'v': vocab = atoi(optarg); break;
 		case 'w': std = (float)atof(optarg); break;
 		case 'C': chat = optarg; break;
+		case 'B': bpe = optarg; break;	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
 		case 'o': out = optarg; break;
 		default: usage();
 		}
 	}
 	if (!out || optind != argc)
 		usage();
+	if (bpe) {
+		if (fixture_bpe_vocab(out, bpe) < 0)
+			die(1, "%s:", out);
+		return 0;
+	}
 	for (type = 0; type < GGML_NTYPES; type++)
 		if (gguf_type_info(type) && strcmp(gguf_type_name(type), tname) == 0)
 			break;
