@@ -28,10 +28,10 @@ BENCHBIN = bench/membw
 # Fuzz targets: each is a libFuzzer program under make fuzz, and a replay
 # program that make check runs over the regression corpus.
 FUZZOBJ = tests/fuzz/fuzz_gguf.o tests/fuzz/fuzz_snapshot.o tests/fuzz/fuzz_tokstream.o \
-	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o
+	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o tests/fuzz/fuzz_chat.o
 FUZZLIBOBJ = tests/fuzz/replay.o tests/fuzz/fuzz_common.o
 REPLAYBIN = tests/fuzz/replay-gguf tests/fuzz/replay-snapshot tests/fuzz/replay-tokstream \
-	tests/fuzz/replay-tok tests/fuzz/replay-kvsel
+	tests/fuzz/replay-tok tests/fuzz/replay-kvsel tests/fuzz/replay-chat
 FUZZ_SECONDS = 60
 
 all: $(LIB) $(BIN)
@@ -84,6 +84,8 @@ tests/fuzz/replay-tok: tests/fuzz/fuzz_tok.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_tok.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-kvsel: tests/fuzz/fuzz_kvsel.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_kvsel.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-chat: tests/fuzz/fuzz_chat.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_chat.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
 

@@ -120,13 +120,15 @@ dash_reads_standard_input() {
 # make install puts every tool and page in place; make uninstall takes them all away.
 install_and_uninstall() {
 	rm -rf "$TMP/inst"
-	make -s install DESTDIR="$TMP/inst" >/dev/null || fail "install exited $?"
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$TMP/inst" >/dev/null ||
+		fail "install exited $?"
 	for f in bin/llm-decode bin/llm-tokenize bin/llm-kvstat bin/llm-kvdump share/man/man1/llm-decode.1 \
 	    share/man/man5/llm-kv.5 share/man/man7/llm.7; do
 		[ -f "$TMP/inst/usr/local/$f" ] || fail "$f not installed"
 	done
 	"$TMP/inst/usr/local/bin/llm-kvstat" --version >/dev/null || fail "the installed tool does not run"
-	make -s uninstall DESTDIR="$TMP/inst" >/dev/null || fail "uninstall exited $?"
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s uninstall DESTDIR="$TMP/inst" >/dev/null ||
+		fail "uninstall exited $?"
 	[ -z "$(find "$TMP/inst" -type f)" ] || fail "left behind: $(find "$TMP/inst" -type f)"
 }
 

@@ -23,9 +23,11 @@ snapshot_inputs_replay_cleanly() { replay snapshot; }
 tokstream_inputs_replay_cleanly() { replay tokstream; }
 tokenizer_inputs_replay_cleanly() { replay tok; }
 kvdump_selections_replay_cleanly() { replay kvsel; }
+chat_inputs_replay_cleanly() { replay chat; }
 
 t gguf_inputs_replay_cleanly
 t snapshot_inputs_replay_cleanly
 t tokstream_inputs_replay_cleanly
 t tokenizer_inputs_replay_cleanly
 t kvdump_selections_replay_cleanly
+t chat_inputs_replay_cleanly
