@@ -56,6 +56,7 @@ bind_weight(struct model *m, const char *name, int rows, int cols, struct weight
 		    name, gguf_type_name(t->type), quant_supported_list());
 		return -1;
 	}
+	m->used[t - m->gguf.tensors] = 1;
 	w->data = t->data;
 	w->type = t->type;
 	w->rows = rows;
@@ -102,12 +103,19 @@ read_config(struct model *m)
 			llm_seterr("missing key general.architecture");
 		return -1;
 	}
-	if (arch.n != 5 || memcmp(arch.s, "llama", 5) != 0) {
-		llm_seterr("architecture '%.*s' is not supported (only llama)",
+	/* The families differ in a few fields set here; keys are read from "{arch}.". */
+	if (arch.n == 5 && memcmp(arch.s, "llama", 5) == 0) {
+		snprintf(c->arch, sizeof c->arch, "llama");
+	} else if (arch.n == 5 && memcmp(arch.s, "qwen2", 5) == 0) {
+		snprintf(c->arch, sizeof c->arch, "qwen2");
+		c->rope_neox = 1;
+		c->qkv_bias = 1;
+	} else {
+		llm_seterr("architecture '%.*s' is not supported (llama and qwen2 are)",
 		    (int)(arch.n > 40 ? 40 : arch.n), arch.s);
 		return -1;
 	}
-	snprintf(a, sizeof a, "llama");
+	snprintf(a, sizeof a, "%s", c->arch);
 #define KEY(s) (snprintf(key, sizeof key, "%s." s, a), key)
 	if (get_u32(m, KEY("embedding_length"), 1, 0, &c->dim) ||
 	    get_u32(m, KEY("block_count"), 1, 0, &c->n_layers) ||
@@ -215,7 +223,24 @@ bind_weights(struct model *m)
 		    bind_weight(m, W("ffn_down"), c->dim, c->ffn_dim, &L->w_down))
 			return -1;
 #undef W
+#define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
+		if (c->qkv_bias && (bind_norm(m, B("attn_q"), q_dim, &L->bq) ||
+		    bind_norm(m, B("attn_k"), c->kv_dim, &L->bk) ||
+		    bind_norm(m, B("attn_v"), c->kv_dim, &L->bv)))
+			return -1;
+#undef B
 	}
+	/* Llama 3.1/3.2: a factor for each RoPE frequency (rope scaling, baked in by the converter). */
+	if (gguf_find_tensor(&m->gguf, "rope_freqs.weight") &&
+	    bind_norm(m, "rope_freqs.weight", c->rope_dim / 2, &m->rope_factors) < 0)
+		return -1;
+	/* A tensor the forward pass does not use would silently change nothing: refuse it. */
+	for (uint64_t i = 0; i < m->gguf.n_tensors; i++)
+		if (!m->used[i]) {
+			llm_seterr("tensor %.80s is not used by the %s forward pass of this build",
+			    m->gguf.tensors[i].name, c->arch);
+			return -1;
+		}
 	return 0;
 }
 
@@ -229,6 +254,7 @@ model_load(struct model *m, const char *path)
 	quant_init();
 	if (gguf_open(&m->gguf, path) < 0)
 		return -1;
+	m->used = xcalloc(m->gguf.n_tensors ? m->gguf.n_tensors : 1, 1);
 	if (read_config(m) < 0 || bind_weights(m) < 0) {
 		model_free(m);
 		return -1;
@@ -245,7 +271,8 @@ model_load(struct model *m, const char *path)
 	m->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	m->rope_inv_freq = xcalloc((size_t)c->rope_dim / 2, sizeof(double));
 	for (i = 0; i < c->rope_dim / 2; i++)
-		m->rope_inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->rope_dim);
+		m->rope_inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->rope_dim) /
+		    (m->rope_factors ? (double)m->rope_factors[i] : 1.0);
 	return 0;
 }
 
@@ -270,6 +297,7 @@ model_free(struct model *m)
 	free(m->att);
 	free(m->tile);
 	free(m->rope_inv_freq);
+	free(m->used);
 	gguf_close(&m->gguf);
 	memset(m, 0, sizeof *m);
 }
@@ -317,6 +345,9 @@ model_fingerprint(const struct model *m, uint8_t out[32])
 	sha256_update(&h, v, sizeof v);
 	sha256_update(&h, &c->rope_base, 4);
 	sha256_update(&h, &c->rms_eps, 4);
+	/* llama's fingerprints stay what they were; another family names itself */
+	if (strcmp(c->arch, "llama") != 0)
+		sha256_update(&h, c->arch, strlen(c->arch));
 	for (i = 0; i < m->gguf.n_tensors; i++) {
 		const struct gguf_tensor *t = &m->gguf.tensors[i];
 		const uint8_t *data = t->data;
@@ -418,25 +449,41 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 	pool_run(m->pool, matmul_worker, &job);
 }
 
-/* RoPE, "normal" mode: rotate adjacent pairs (x[2i], x[2i+1]) of each head. */
+/*
+ * RoPE: rotate pairs of each head's first rope_dim dimensions by pos times
+ * their frequency: adjacent pairs (x[2i], x[2i+1]) in llama's "normal"
+ * style, (x[i], x[i + rope_dim/2]) in the NEOX style of qwen2.
+ */
 static void
 rope(const struct model *m, float *vec, int n_heads, int pos)
 {
 	const struct model_config *c = &m->c;
-	int h, i;
+	int h, i, half = c->rope_dim / 2;
 
-	for (i = 0; i < c->rope_dim / 2; i++) {
+	for (i = 0; i < half; i++) {
 		double theta = pos * m->rope_inv_freq[i];
 		float cs = (float)cos(theta), sn = (float)sin(theta);
+		int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
 
 		for (h = 0; h < n_heads; h++) {
-			float *p = vec + h * c->head_dim + 2 * i;
-			float x0 = p[0], x1 = p[1];
+			float *p = vec + h * c->head_dim;
+			float x0 = p[a], x1 = p[b];
 
-			p[0] = x0 * cs - x1 * sn;
-			p[1] = x0 * sn + x1 * cs;
+			p[a] = x0 * cs - x1 * sn;
+			p[b] = x0 * sn + x1 * cs;
 		}
 	}
+}
+
+/* Add a bias to each of n rows of len floats (ld apart); nothing if there is none. */
+static void
+add_bias(float *rows, int n, size_t ld, const float *bias, int len)
+{
+	if (!bias)
+		return;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < len; j++)
+			rows[(size_t)i * ld + j] += bias[j];
 }
 
 struct attn_job {
@@ -669,6 +716,9 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		v = kv->v_type == KV_F32 && !one_by_one ? kv_v_write(kv, l, pos) : m->vbuf;
 		struct matvec qkv[] = { { m->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(m, qkv, 3, m->xb, D, n);
+		add_bias(m->q, n, Q, L->bq, Q);
+		add_bias(k, n, KV, L->bk, KV);
+		add_bias(v, n, KV, L->bv, KV);
 		for (i = 0; i < n; i++) {
 			rope(m, m->q + (size_t)i * Q, c->n_heads, pos + i);
 			rope(m, k + (size_t)i * KV, c->n_kv_heads, pos + i);

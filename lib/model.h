@@ -22,6 +22,11 @@ struct model_config {
 	float rope_base;
 	float rms_eps;
 	int bos_id, eos_id, eot_id;	/* -1 when the file has none */
+
+	/* What sets the families apart, fixed at load (the forward pass has no branch on names). */
+	char arch[16];		/* general.architecture: llama or qwen2 */
+	int rope_neox;		/* rotate pairs (i, i + rope_dim / 2), not adjacent ones */
+	int qkv_bias;		/* Q, K and V have biases */
 };
 
 /* A weight matrix as it lies in the map: rows of cols, in its file type. */
@@ -34,6 +39,7 @@ struct weight {
 
 struct layer_weights {
 	const float *attn_norm, *ffn_norm;
+	const float *bq, *bk, *bv;	/* NULL without biases */
 	struct weight wq, wk, wv, wo;
 	struct weight w_gate, w_up, w_down;
 };
@@ -53,7 +59,9 @@ struct model {
 	float *att;		/* per thread: the scores of a tile's queries, att_cap apart */
 	float *tile;		/* per thread: a tile's queries, then its outputs */
 	int att_cap, att_threads;
-	double *rope_inv_freq;	/* rope_dim / 2 entries */
+	const float *rope_factors;	/* rope_freqs.weight, rope_dim / 2 of them, or NULL */
+	double *rope_inv_freq;	/* rope_dim / 2 entries, divided by rope_freqs.weight's factors if any */
+	unsigned char *used;	/* per tensor of the file: bound to the model */
 	struct pool *pool;
 };
 

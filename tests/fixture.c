@@ -179,26 +179,41 @@ fixture_write(const struct fixture *f, const char *path)
 	char name[64];
 	int l, r;
 
+	const char *a = f->arch ? f->arch : "llama";
+	char key[96];
+
 	mix = f->q4k_mix;
-	ggufw_str(w, "general.architecture", "llama");
+#define K(s) (snprintf(key, sizeof key, "%s." s, a), key)
+	ggufw_str(w, "general.architecture", a);
 	ggufw_str(w, "general.name", "llm random fixture");
-	ggufw_u32(w, "llama.context_length", (uint32_t)f->ctx);
-	ggufw_u32(w, "llama.embedding_length", (uint32_t)f->dim);
-	ggufw_u32(w, "llama.block_count", (uint32_t)f->n_layers);
-	ggufw_u32(w, "llama.feed_forward_length", (uint32_t)f->ffn_dim);
-	ggufw_u32(w, "llama.attention.head_count", (uint32_t)f->n_heads);
+	ggufw_u32(w, K("context_length"), (uint32_t)f->ctx);
+	ggufw_u32(w, K("embedding_length"), (uint32_t)f->dim);
+	ggufw_u32(w, K("block_count"), (uint32_t)f->n_layers);
+	ggufw_u32(w, K("feed_forward_length"), (uint32_t)f->ffn_dim);
+	ggufw_u32(w, K("attention.head_count"), (uint32_t)f->n_heads);
 	if (!f->minimal_keys) {
-		ggufw_u32(w, "llama.attention.head_count_kv", (uint32_t)f->n_kv_heads);
-		ggufw_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
-		ggufw_f32(w, "llama.rope.freq_base", f->rope_base);
-		ggufw_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+		ggufw_u32(w, K("attention.head_count_kv"), (uint32_t)f->n_kv_heads);
+		ggufw_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
+		ggufw_f32(w, K("rope.freq_base"), f->rope_base);
+		ggufw_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
 	}
+#undef K
 	if (!f->minimal_keys) {
 		ggufw_u32(w, "general.file_type", f->type);
 		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat);
 	}
 
 	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, se, 0, &rng);
+	if (f->rope_freqs) {
+		/* Llama 3's shape: high frequencies kept, low ones slowed down up to 8x */
+		float fac[512];
+		uint64_t ne[1] = { (uint64_t)head_dim / 2 };
+		for (int i = 0; i < head_dim / 2; i++)
+			fac[i] = 1.0f + 7.0f * (float)i / (float)(head_dim / 2);
+		ggufw_tensor(w, "rope_freqs.weight", GGML_F32, 1, ne, fac);
+	}
+	if (f->extra)
+		tensor(w, f->extra, GGML_F32, 1, f->dim, 0.1f, 0, &rng);
 	tensor(w, "output_norm.weight", GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 	if (!f->tied)
 		tensor(w, "output.weight", f->type, f->vocab, f->dim, sd, 0, &rng);
@@ -215,6 +230,13 @@ fixture_write(const struct fixture *f, const char *path)
 		tensor(w, N("ffn_up"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
 		tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
 #undef N
+		if (f->arch && strcmp(f->arch, "qwen2") == 0) {
+#define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
+			tensor(w, B("attn_q"), GGML_F32, 1, f->dim, 0.5f, 0, &rng);
+			tensor(w, B("attn_k"), GGML_F32, 1, kv_dim, 0.5f, 0, &rng);
+			tensor(w, B("attn_v"), GGML_F32, 1, kv_dim, 0.5f, 0, &rng);
+#undef B
+		}
 	}
 	r = ggufw_write(w, path, 3, 32);
 	ggufw_free(w);

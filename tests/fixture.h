@@ -15,6 +15,9 @@ struct fixture {
 	int vocab_as_ints;	/* hostile: tokenizer.ggml.tokens holds int32s */
 	float std;		/* > 0: every matrix uniform with this standard deviation */
 	const char *chat;	/* a chat template family: its markers and a template naming them */
+	const char *arch;	/* NULL or "llama"; "qwen2": Q, K and V biases, keys under qwen2. */
+	int rope_freqs;		/* a rope_freqs.weight of factors, as Llama 3.1/3.2 have */
+	const char *extra;	/* hostile: one more tensor of this name, which no model uses */
 	uint64_t seed;
 };
 

@@ -12,7 +12,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] -o OUT.gguf\n", argv0);
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -27,9 +27,10 @@ main(int argc, char *argv[])
 	float std = 0;
 
 	argv0 = "mkmodel";
-	const char *chat = NULL, *bpe = NULL;
+	const char *chat = NULL, *bpe = NULL, *arch = NULL;
+	int rope_freqs = 0;
 
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:B:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:B:A:Ro:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -39,7 +40,9 @@ main(int argc, char *argv[])
 		case 'v': vocab = atoi(optarg); break;
 		case 'w': std = (float)atof(optarg); break;
 		case 'C': chat = optarg; break;
-		case 'B': bpe = optarg; break;	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
+		case 'B': bpe = optarg; break;
+		case 'A': arch = optarg; break;		/* llama or qwen2 */
+		case 'R': rope_freqs = 1; break;	/* Llama 3's rope_freqs.weight */	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
 		case 'o': out = optarg; break;
 		default: usage();
 		}
@@ -79,6 +82,8 @@ main(int argc, char *argv[])
 		f.seed = (uint64_t)seed;
 	f.std = std;
 	f.chat = chat;
+	f.arch = arch;
+	f.rope_freqs = rope_freqs;
 	if (fixture_write(&f, out) < 0)
 		die(1, "%s:", out);
 	return 0;
