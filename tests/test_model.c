@@ -80,17 +80,29 @@ ref_rmsnorm(double *out, const double *x, const float *g, int dim, int n, double
 	}
 }
 
-/* RoPE of one head of head_dim at position pos, into out. */
+/* RoPE of one head at position pos, into out: the model's style and frequency factors. */
 static void
-ref_rope(double *out, const double *v, int head_dim, int rope_dim, double base, int pos)
+ref_rope(const struct model *m, double *out, const double *v, int pos)
 {
-	memcpy(out, v, head_dim * sizeof *out);
-	for (int i = 0; i < rope_dim / 2; i++) {
-		double th = pos / pow(base, 2.0 * i / rope_dim);
-		double a = v[2 * i], b = v[2 * i + 1];
-		out[2 * i] = a * cos(th) - b * sin(th);
-		out[2 * i + 1] = a * sin(th) + b * cos(th);
+	const struct model_config *c = &m->c;
+	int half = c->rope_dim / 2;
+
+	memcpy(out, v, c->head_dim * sizeof *out);
+	for (int i = 0; i < half; i++) {
+		double th = pos / pow(c->rope_base, 2.0 * i / c->rope_dim) /
+		    (m->rope_factors ? m->rope_factors[i] : 1.0);
+		int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
+		out[a] = v[a] * cos(th) - v[b] * sin(th);
+		out[b] = v[a] * sin(th) + v[b] * cos(th);
 	}
+}
+
+static void
+ref_bias(double *rows, int n, int len, const float *bias)
+{
+	for (int t = 0; bias && t < n; t++)
+		for (int j = 0; j < len; j++)
+			rows[(size_t)t * len + j] += bias[j];
 }
 
 /*
@@ -121,19 +133,21 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 		ref_matmul(q, &L->wq, xb, n);
 		ref_matmul(k, &L->wk, xb, n);
 		ref_matmul(v, &L->wv, xb, n);
+		ref_bias(q, n, D, L->bq);
+		ref_bias(k, n, KVD, L->bk);
+		ref_bias(v, n, KVD, L->bv);
 		for (int t = 0; t < n; t++) {
 			int e = W && t - (S + W - 1) > 0 ? t - (S + W - 1) : 0;	/* evicted */
 			for (int h = 0; h < c->n_heads; h++) {
 				int kh = h / (c->n_heads / c->n_kv_heads);
 				double max = -INFINITY, sum = 0;
-				ref_rope(qr, q + (size_t)t * D + h * HD, HD, c->rope_dim, c->rope_base, t - e);
+				ref_rope(m, qr, q + (size_t)t * D + h * HD, t - e);
 				for (int s = 0; s <= t; s++) {	/* causal */
 					double d = 0;
 					att[s] = -INFINITY;
 					if (s >= S && s < S + e)
 						continue;
-					ref_rope(kr, k + (size_t)s * KVD + kh * HD, HD, c->rope_dim, c->rope_base,
-					    s < S ? s : s - e);
+					ref_rope(m, kr, k + (size_t)s * KVD + kh * HD, s < S ? s : s - e);
 					for (int i = 0; i < HD; i++)
 						d += qr[i] * kr[i];
 					att[s] = d / sqrt(HD);
@@ -747,6 +761,62 @@ embeddings_pool_the_final_hidden_states(void)
 	model_free(&mm);
 }
 
+/*
+ * The families' differences against the reference: qwen2's biases and
+ * NEOX RoPE, Llama 3's rope_freqs, each cached token by token, and a
+ * tensor no forward pass uses refused by name.
+ */
+static void
+families_match_the_reference(void)
+{
+	enum { N = 60 };
+	static const char *arch[] = { "qwen2", "llama", "qwen2" };
+	static const int freqs[] = { 0, 1, 1 };
+	struct fixture f;
+	struct model mm;
+	struct kv kv;
+	int ids[N], i, t, err, a;
+	double *ref, worst;
+
+	for (a = 0; a < 3; a++) {
+		fixture_tiny(&f, GGML_F32);
+		f.arch = arch[a];
+		f.rope_freqs = freqs[a];
+		snprintf(path, sizeof path, "%s/family-%d.gguf", getenv("LLM_TEST_TMP") ?
+		    getenv("LLM_TEST_TMP") : "tests/tmp", a);
+		CHECK(fixture_write(&f, path) == 0, "%s", path);
+		CHECK(model_load(&mm, path) == 0, "%s: %s", arch[a], llm_err());
+		CHECK(mm.c.rope_neox == (a != 1) && (mm.rope_factors != NULL) == freqs[a] &&
+		    (mm.layers[0].bq != NULL) == (a != 1), "%s: the family's fields", arch[a]);
+		for (t = 0; t < N; t++)
+			ids[t] = (t * 7919 + 3) % mm.c.vocab_size;
+		ref = ref_forward(&mm, ids, N);
+		kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+		worst = 0;
+		for (t = 0; t < N; t++) {
+			float *logits = model_forward(&mm, &kv, ids[t], t, 1, &err);
+			double maxabs = 0, maxdiff = 0;
+			CHECK(!err, "%s", llm_err());
+			for (i = 0; i < mm.c.vocab_size; i++) {
+				double r = ref[(size_t)t * mm.c.vocab_size + i];
+				maxabs = worst_of(maxabs, fabs(r));
+				maxdiff = worst_of(maxdiff, fabs(logits[i] - r));
+			}
+			worst = worst_of(worst, maxdiff / maxabs);
+		}
+		CHECK(worst <= 1e-4, "%s%s: relative logit error %g", arch[a],
+		    freqs[a] ? " with rope_freqs" : "", worst);
+		free(ref);
+		kv_free(&kv);
+		model_free(&mm);
+	}
+	fixture_tiny(&f, GGML_F32);
+	f.extra = "blk.0.attn_q.bias";
+	CHECK(fixture_write(&f, path) == 0, "%s", path);
+	CHECK(model_load(&mm, path) < 0 && strcmp(llm_err(), "tensor blk.0.attn_q.bias is not used "
+	    "by the llama forward pass of this build") == 0, "an unused tensor: '%s'", llm_err());
+}
+
 int
 main(void)
 {
@@ -777,5 +847,6 @@ main(void)
 	TEST(window_batched_equals_token_by_token);
 	TEST(window_before_slide_is_plain);
 	TEST(embeddings_pool_the_final_hidden_states);
+	TEST(families_match_the_reference);
 	CHECK_EXIT();
 }
