@@ -392,7 +392,9 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 		if (stop_signal)
 			return END_SIGNAL;
 		next = sampler_sample(smp, logits);
-		if (!ignore_eos && (next == r->m.c.eos_id || next == r->m.c.eot_id))
+		/* end of text, of turn (Llama 3's <|eot_id|>) or of message (<|eom_id|>) */
+		if (!ignore_eos && (next == r->m.c.eos_id || next == r->m.c.eot_id ||
+		    next == r->m.c.eom_id))
 			return END_DONE;
 		if (tokstream_write(stdout, next) < 0)
 			return stdout_failed(r);

@@ -110,8 +110,16 @@ read_config(struct model *m)
 		snprintf(c->arch, sizeof c->arch, "qwen2");
 		c->rope_neox = 1;
 		c->qkv_bias = 1;
+	} else if (arch.n == 5 && memcmp(arch.s, "qwen3", 5) == 0) {
+		snprintf(c->arch, sizeof c->arch, "qwen3");
+		c->rope_neox = 1;
+		c->qk_norm = 1;
+	} else if (arch.n == 4 && memcmp(arch.s, "phi3", 4) == 0) {
+		snprintf(c->arch, sizeof c->arch, "phi3");
+		c->rope_neox = 1;
+		c->fused = 1;
 	} else {
-		llm_seterr("architecture '%.*s' is not supported (llama and qwen2 are)",
+		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3 and phi3 are)",
 		    (int)(arch.n > 40 ? 40 : arch.n), arch.s);
 		return -1;
 	}
@@ -176,10 +184,11 @@ read_config(struct model *m)
 	if (gguf_check_arr(&m->gguf, "tokenizer.ggml.tokens", GGUF_STRING) < 0)
 		return -1;
 	c->vocab_size = (int)emb->ne[1];
-	c->bos_id = c->eos_id = c->eot_id = -1;
+	c->bos_id = c->eos_id = c->eot_id = c->eom_id = -1;
 	if (get_u32(m, "tokenizer.ggml.bos_token_id", 0, UINT32_MAX >> 1, &c->bos_id) ||
 	    get_u32(m, "tokenizer.ggml.eos_token_id", 0, UINT32_MAX >> 1, &c->eos_id) ||
-	    get_u32(m, "tokenizer.ggml.eot_token_id", 0, UINT32_MAX >> 1, &c->eot_id))
+	    get_u32(m, "tokenizer.ggml.eot_token_id", 0, UINT32_MAX >> 1, &c->eot_id) ||
+	    get_u32(m, "tokenizer.ggml.eom_token_id", 0, UINT32_MAX >> 1, &c->eom_id))
 		return -1;
 	if (c->bos_id >= c->vocab_size)
 		c->bos_id = -1;
@@ -187,7 +196,20 @@ read_config(struct model *m)
 		c->eos_id = -1;
 	if (c->eot_id >= c->vocab_size)
 		c->eot_id = -1;
+	if (c->eom_id >= c->vocab_size)
+		c->eom_id = -1;
 	return 0;
+}
+
+/* Rows [r0, r0 + n) of a bound matrix, as a matrix of their own. */
+static struct weight
+rows_of(const struct weight *w, int r0, int n)
+{
+	struct weight v = *w;
+
+	v.data = (const char *)w->data + (size_t)r0 * w->row_bytes;
+	v.rows = n;
+	return v;
 }
 
 static int
@@ -213,14 +235,31 @@ bind_weights(struct model *m)
 		struct layer_weights *L = &m->layers[l];
 #define W(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)
 		if (bind_norm(m, W("attn_norm"), c->dim, &L->attn_norm) ||
-		    bind_norm(m, W("ffn_norm"), c->dim, &L->ffn_norm) ||
-		    bind_weight(m, W("attn_q"), q_dim, c->dim, &L->wq) ||
+		    bind_norm(m, W("ffn_norm"), c->dim, &L->ffn_norm))
+			return -1;
+		if (c->fused) {
+			/* one matrix each, split into views: rows are contiguous */
+			struct weight qkv, gate_up;
+			if (bind_weight(m, W("attn_qkv"), q_dim + 2 * c->kv_dim, c->dim, &qkv) ||
+			    bind_weight(m, W("ffn_up"), 2 * c->ffn_dim, c->dim, &gate_up))
+				return -1;
+			L->wq = rows_of(&qkv, 0, q_dim);
+			L->wk = rows_of(&qkv, q_dim, c->kv_dim);
+			L->wv = rows_of(&qkv, q_dim + c->kv_dim, c->kv_dim);
+			L->w_gate = rows_of(&gate_up, 0, c->ffn_dim);
+			L->w_up = rows_of(&gate_up, c->ffn_dim, c->ffn_dim);
+		} else if (bind_weight(m, W("attn_q"), q_dim, c->dim, &L->wq) ||
 		    bind_weight(m, W("attn_k"), c->kv_dim, c->dim, &L->wk) ||
 		    bind_weight(m, W("attn_v"), c->kv_dim, c->dim, &L->wv) ||
-		    bind_weight(m, W("attn_output"), c->dim, q_dim, &L->wo) ||
 		    bind_weight(m, W("ffn_gate"), c->ffn_dim, c->dim, &L->w_gate) ||
-		    bind_weight(m, W("ffn_up"), c->ffn_dim, c->dim, &L->w_up) ||
+		    bind_weight(m, W("ffn_up"), c->ffn_dim, c->dim, &L->w_up)) {
+			return -1;
+		}
+		if (bind_weight(m, W("attn_output"), c->dim, q_dim, &L->wo) ||
 		    bind_weight(m, W("ffn_down"), c->dim, c->ffn_dim, &L->w_down))
+			return -1;
+		if (c->qk_norm && (bind_norm(m, W("attn_q_norm"), c->head_dim, &L->q_norm) ||
+		    bind_norm(m, W("attn_k_norm"), c->head_dim, &L->k_norm)))
 			return -1;
 #undef W
 #define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
@@ -475,6 +514,17 @@ rope(const struct model *m, float *vec, int n_heads, int pos)
 	}
 }
 
+/* RMS-norm each head of n rows (ld apart) with weight (head_dim); nothing without one. */
+static void
+head_norm(const struct model *m, float *rows, int n, size_t ld, int heads, const float *weight)
+{
+	for (int i = 0; weight && i < n; i++)
+		for (int h = 0; h < heads; h++) {
+			float *p = rows + (size_t)i * ld + (size_t)h * m->c.head_dim;
+			rmsnorm(p, p, weight, m->c.head_dim, m->c.rms_eps);
+		}
+}
+
 /* Add a bias to each of n rows of len floats (ld apart); nothing if there is none. */
 static void
 add_bias(float *rows, int n, size_t ld, const float *bias, int len)
@@ -719,6 +769,8 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		add_bias(m->q, n, Q, L->bq, Q);
 		add_bias(k, n, KV, L->bk, KV);
 		add_bias(v, n, KV, L->bv, KV);
+		head_norm(m, m->q, n, Q, c->n_heads, L->q_norm);
+		head_norm(m, k, n, KV, c->n_kv_heads, L->k_norm);
 		for (i = 0; i < n; i++) {
 			rope(m, m->q + (size_t)i * Q, c->n_heads, pos + i);
 			rope(m, k + (size_t)i * KV, c->n_kv_heads, pos + i);

@@ -21,12 +21,14 @@ struct model_config {
 	int rope_dim;		/* leading dimensions of each head that rotate */
 	float rope_base;
 	float rms_eps;
-	int bos_id, eos_id, eot_id;	/* -1 when the file has none */
+	int bos_id, eos_id, eot_id, eom_id;	/* -1 when the file has none; EOT, EOM: Llama 3 */
 
 	/* What sets the families apart, fixed at load (the forward pass has no branch on names). */
 	char arch[16];		/* general.architecture: llama or qwen2 */
 	int rope_neox;		/* rotate pairs (i, i + rope_dim / 2), not adjacent ones */
 	int qkv_bias;		/* Q, K and V have biases */
+	int qk_norm;		/* each head of Q and K is RMS-normed before RoPE (qwen3) */
+	int fused;		/* Q, K, V in one attn_qkv, gate and up in one ffn_up (phi3) */
 };
 
 /* A weight matrix as it lies in the map: rows of cols, in its file type. */
@@ -40,6 +42,7 @@ struct weight {
 struct layer_weights {
 	const float *attn_norm, *ffn_norm;
 	const float *bq, *bk, *bv;	/* NULL without biases */
+	const float *q_norm, *k_norm;	/* head_dim each, NULL without */
 	struct weight wq, wk, wv, wo;
 	struct weight w_gate, w_up, w_down;
 };

@@ -171,7 +171,11 @@ fixture_write(const struct fixture *f, const char *path)
 {
 	struct ggufw *w = ggufw_new();
 	uint64_t rng = f->seed * 2654435761u + 1;
-	int head_dim = f->dim / f->n_heads, kv_dim = f->n_kv_heads * head_dim;
+	const char *arch = f->arch ? f->arch : "llama";
+	int qwen3 = strcmp(arch, "qwen3") == 0, phi3 = strcmp(arch, "phi3") == 0;
+	/* qwen3: heads of their own size, so that n_heads * head_dim != dim */
+	int head_dim = qwen3 ? f->dim / f->n_heads / 2 * 4 : f->dim / f->n_heads;
+	int q_dim = f->n_heads * head_dim, kv_dim = f->n_kv_heads * head_dim;
 	/* uniform in [-s, s] has standard deviation s / sqrt(3) */
 	float sd = f->std > 0 ? f->std * sqrtf(3) : 1.0f / sqrtf((float)f->dim);
 	float sf = f->std > 0 ? sd : 1.0f / sqrtf((float)f->ffn_dim);
@@ -179,7 +183,7 @@ fixture_write(const struct fixture *f, const char *path)
 	char name[64];
 	int l, r;
 
-	const char *a = f->arch ? f->arch : "llama";
+	const char *a = arch;
 	char key[96];
 
 	mix = f->q4k_mix;
@@ -197,7 +201,15 @@ fixture_write(const struct fixture *f, const char *path)
 		ggufw_f32(w, K("rope.freq_base"), f->rope_base);
 		ggufw_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
 	}
+	if (qwen3) {
+		ggufw_u32(w, K("attention.key_length"), (uint32_t)head_dim);
+		ggufw_u32(w, K("attention.value_length"), (uint32_t)head_dim);
+	}
 #undef K
+	if (f->eot_id > 0)
+		ggufw_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)f->eot_id);
+	if (f->eom_id > 0)
+		ggufw_u32(w, "tokenizer.ggml.eom_token_id", (uint32_t)f->eom_id);
 	if (!f->minimal_keys) {
 		ggufw_u32(w, "general.file_type", f->type);
 		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat);
@@ -221,13 +233,26 @@ fixture_write(const struct fixture *f, const char *path)
 		mix_layer = l;
 #define N(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)
 		tensor(w, N("attn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
-		tensor(w, N("attn_q"), f->type, f->dim, f->dim, sd, 0, &rng);
-		tensor(w, N("attn_k"), f->type, kv_dim, f->dim, sd, 0, &rng);
-		tensor(w, N("attn_v"), f->type, kv_dim, f->dim, sd, 0, &rng);
-		tensor(w, N("attn_output"), f->type, f->dim, f->dim, sd, 0, &rng);
+		if (phi3) {
+			/* fused: Q, K and V in one matrix, gate and up in one */
+			tensor(w, N("attn_qkv"), f->type, q_dim + 2 * kv_dim, f->dim, sd, 0, &rng);
+		} else {
+			tensor(w, N("attn_q"), f->type, q_dim, f->dim, sd, 0, &rng);
+			tensor(w, N("attn_k"), f->type, kv_dim, f->dim, sd, 0, &rng);
+			tensor(w, N("attn_v"), f->type, kv_dim, f->dim, sd, 0, &rng);
+		}
+		if (qwen3) {
+			tensor(w, N("attn_q_norm"), GGML_F32, 1, head_dim, 0.1f, 1, &rng);
+			tensor(w, N("attn_k_norm"), GGML_F32, 1, head_dim, 0.1f, 1, &rng);
+		}
+		tensor(w, N("attn_output"), f->type, f->dim, q_dim, sd, 0, &rng);
 		tensor(w, N("ffn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
-		tensor(w, N("ffn_gate"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
-		tensor(w, N("ffn_up"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
+		if (phi3) {
+			tensor(w, N("ffn_up"), f->type, 2 * f->ffn_dim, f->dim, sd, 0, &rng);
+		} else {
+			tensor(w, N("ffn_gate"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
+			tensor(w, N("ffn_up"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
+		}
 		tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
 #undef N
 		if (f->arch && strcmp(f->arch, "qwen2") == 0) {

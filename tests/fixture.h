@@ -18,6 +18,7 @@ struct fixture {
 	const char *arch;	/* NULL or "llama"; "qwen2": Q, K and V biases, keys under qwen2. */
 	int rope_freqs;		/* a rope_freqs.weight of factors, as Llama 3.1/3.2 have */
 	const char *extra;	/* hostile: one more tensor of this name, which no model uses */
+	int eot_id, eom_id;	/* > 0: Llama 3's end-of-turn and end-of-message tokens */
 	uint64_t seed;
 };
 

@@ -12,7 +12,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] -o OUT.gguf\n", argv0);
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -28,9 +28,9 @@ main(int argc, char *argv[])
 
 	argv0 = "mkmodel";
 	const char *chat = NULL, *bpe = NULL, *arch = NULL;
-	int rope_freqs = 0;
+	int rope_freqs = 0, eot = 0, eom = 0;
 
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:B:A:Ro:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:B:A:RT:M:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -42,7 +42,9 @@ main(int argc, char *argv[])
 		case 'C': chat = optarg; break;
 		case 'B': bpe = optarg; break;
 		case 'A': arch = optarg; break;		/* llama or qwen2 */
-		case 'R': rope_freqs = 1; break;	/* Llama 3's rope_freqs.weight */	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
+		case 'R': rope_freqs = 1; break;	/* Llama 3's rope_freqs.weight */
+		case 'T': eot = atoi(optarg); break;
+		case 'M': eom = atoi(optarg); break;	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
 		case 'o': out = optarg; break;
 		default: usage();
 		}
@@ -84,6 +86,8 @@ main(int argc, char *argv[])
 	f.chat = chat;
 	f.arch = arch;
 	f.rope_freqs = rope_freqs;
+	f.eot_id = eot;
+	f.eom_id = eom;
 	if (fixture_write(&f, out) < 0)
 		die(1, "%s:", out);
 	return 0;

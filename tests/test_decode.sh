@@ -108,6 +108,12 @@ stops_at_eos_unless_ignore_eos() {
 	head -n $((first - 1)) "$TMP/free" | cmp - "$TMP/out" || fail "did not stop before EOS $eos"
 	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy --ignore-eos -n 40 | cmp - "$TMP/free" ||
 		fail "--ignore-eos did not run on"
+	# Llama 3's end of turn and end of message stop it too
+	for end in T M; do
+		"$PWD/tests/mkmodel" -t f32 -$end "$eos" -o "$TMP/end$end.gguf" || fail "exit $?"
+		echo 1 | "$D" -m "$TMP/end$end.gguf" --greedy -n 40 >"$TMP/out" || fail "exit $?"
+		head -n $((first - 1)) "$TMP/free" | cmp -s - "$TMP/out" || fail "did not stop before -$end $eos"
+	done
 }
 
 sampling_is_reproducible_for_a_seed() {

@@ -28,13 +28,15 @@ families_match_llama_cpp() {
 	family llama
 	family llama3-rope-freqs -R
 	family qwen2 -A qwen2
+	family qwen3 -A qwen3
+	family phi3 -A phi3
 }
 
 unknown_families_and_unused_tensors_are_errors() {
 	"$PWD/tests/mkmodel" -A mamba -o "$TMP/mamba.gguf" || fail "mkmodel"
 	echo 1 | "$D" -m "$TMP/mamba.gguf" -n 1 >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "an unknown architecture exited $?"
-	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama and qwen2 are)$" \
+	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3 and phi3 are)$" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 }
 

@@ -115,10 +115,11 @@ static double *
 ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 {
 	const struct model_config *c = &m->c;
-	int D = c->dim, HD = c->head_dim, KVD = c->kv_dim, F = c->ffn_dim;
+	int D = c->dim, HD = c->head_dim, KVD = c->kv_dim, F = c->ffn_dim, QD = c->n_heads * HD;
 	double *x = xcalloc((size_t)n * D, sizeof *x), *xb = xcalloc((size_t)n * D, sizeof *x);
-	double *q = xcalloc((size_t)n * D, sizeof *x), *k = xcalloc((size_t)n * KVD, sizeof *x);
+	double *q = xcalloc((size_t)n * QD, sizeof *x), *k = xcalloc((size_t)n * KVD, sizeof *x);
 	double *v = xcalloc((size_t)n * KVD, sizeof *x), *o = xcalloc((size_t)n * D, sizeof *x);
+	double *ao = xcalloc((size_t)n * QD, sizeof *x);	/* attention's output, QD wide */
 	double *g = xcalloc((size_t)n * F, sizeof *x), *u = xcalloc((size_t)n * F, sizeof *x);
 	double *logits = xcalloc((size_t)n * c->vocab_size, sizeof *x);
 	double *emb = dense(&m->token_embd);
@@ -133,15 +134,19 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 		ref_matmul(q, &L->wq, xb, n);
 		ref_matmul(k, &L->wk, xb, n);
 		ref_matmul(v, &L->wv, xb, n);
-		ref_bias(q, n, D, L->bq);
+		ref_bias(q, n, QD, L->bq);
 		ref_bias(k, n, KVD, L->bk);
 		ref_bias(v, n, KVD, L->bv);
+		if (L->q_norm) {	/* qwen3: each head RMS-normed */
+			ref_rmsnorm(q, q, L->q_norm, HD, n * c->n_heads, c->rms_eps);
+			ref_rmsnorm(k, k, L->k_norm, HD, n * c->n_kv_heads, c->rms_eps);
+		}
 		for (int t = 0; t < n; t++) {
 			int e = W && t - (S + W - 1) > 0 ? t - (S + W - 1) : 0;	/* evicted */
 			for (int h = 0; h < c->n_heads; h++) {
 				int kh = h / (c->n_heads / c->n_kv_heads);
 				double max = -INFINITY, sum = 0;
-				ref_rope(m, qr, q + (size_t)t * D + h * HD, t - e);
+				ref_rope(m, qr, q + (size_t)t * QD + h * HD, t - e);
 				for (int s = 0; s <= t; s++) {	/* causal */
 					double d = 0;
 					att[s] = -INFINITY;
@@ -159,11 +164,11 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 					double acc = 0;
 					for (int s = 0; s <= t; s++)
 						acc += att[s] / sum * v[(size_t)s * KVD + kh * HD + i];
-					xb[(size_t)t * D + h * HD + i] = acc;
+					ao[(size_t)t * QD + h * HD + i] = acc;
 				}
 			}
 		}
-		ref_matmul(o, &L->wo, xb, n);
+		ref_matmul(o, &L->wo, ao, n);
 		for (int i = 0; i < n * D; i++)
 			x[i] += o[i];
 		ref_rmsnorm(xb, x, L->ffn_norm, D, n, c->rms_eps);
@@ -178,6 +183,7 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 	ref_rmsnorm(xb, x, m->output_norm, D, n, c->rms_eps);
 	ref_matmul(logits, &m->output, xb, n);
 	free(x), free(xb), free(q), free(k), free(v), free(o), free(g), free(u), free(emb), free(att);
+	free(ao);
 	return logits;
 }
 
@@ -769,16 +775,16 @@ embeddings_pool_the_final_hidden_states(void)
 static void
 families_match_the_reference(void)
 {
-	enum { N = 60 };
-	static const char *arch[] = { "qwen2", "llama", "qwen2" };
-	static const int freqs[] = { 0, 1, 1 };
+	enum { N = 60, NA = 5 };
+	static const char *arch[NA] = { "qwen2", "llama", "qwen2", "qwen3", "phi3" };
+	static const int freqs[NA] = { 0, 1, 1, 0, 0 };
 	struct fixture f;
 	struct model mm;
 	struct kv kv;
 	int ids[N], i, t, err, a;
 	double *ref, worst;
 
-	for (a = 0; a < 3; a++) {
+	for (a = 0; a < NA; a++) {
 		fixture_tiny(&f, GGML_F32);
 		f.arch = arch[a];
 		f.rope_freqs = freqs[a];
@@ -787,7 +793,9 @@ families_match_the_reference(void)
 		CHECK(fixture_write(&f, path) == 0, "%s", path);
 		CHECK(model_load(&mm, path) == 0, "%s: %s", arch[a], llm_err());
 		CHECK(mm.c.rope_neox == (a != 1) && (mm.rope_factors != NULL) == freqs[a] &&
-		    (mm.layers[0].bq != NULL) == (a != 1), "%s: the family's fields", arch[a]);
+		    (mm.layers[0].bq != NULL) == (a == 0 || a == 2) &&
+		    (mm.layers[0].q_norm != NULL) == (a == 3) && mm.c.fused == (a == 4) &&
+		    (a != 3 || mm.c.n_heads * mm.c.head_dim != mm.c.dim), "%s: the family's fields", arch[a]);
 		for (t = 0; t < N; t++)
 			ids[t] = (t * 7919 + 3) % mm.c.vocab_size;
 		ref = ref_forward(&mm, ids, N);
