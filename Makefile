@@ -106,6 +106,11 @@ check-asan:
 	$(MAKE) CC=gcc CFLAGS='$(SAN_CFLAGS)' LDFLAGS='-fsanitize=address,undefined' check; \
 	status=$$?; $(MAKE) clean; exit $$status
 
+# Regenerate tests/ref/*.logp, llama.cpp's figures for the family tests, with
+# ../shared/ref/ref-score (skipped, with a message, where it is absent).
+check-ref: all tests/mkmodel
+	sh tests/mkref.sh
+
 # libFuzzer on every target for FUZZ_SECONDS each (clang; see tests/fuzz/run.sh).
 fuzz: tests/fuzz/mkseeds
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
@@ -136,4 +141,4 @@ clean:
 		$(FUZZOBJ) $(FUZZLIBOBJ) $(REPLAYBIN) tests/fuzz/mkseeds tests/fuzz/mkseeds.o
 	rm -rf tests/tmp bench/tmp tests/fuzz/build
 
-.PHONY: all check check-asan fuzz bench demo install uninstall clean
+.PHONY: all check check-ref check-asan fuzz bench demo install uninstall clean

@@ -36,6 +36,28 @@ fixture_smollm2_135m(struct fixture *f, uint32_t type)
 	};
 }
 
+/* The family checks' shape: dims of a few hundred, 3 layers, GQA. */
+void
+fixture_small(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 256, .n_layers = 3, .n_heads = 8, .n_kv_heads = 2,
+		.ffn_dim = 512, .vocab = 320, .ctx = 1024, .rope_base = 10000,
+		.tied = 0, .type = type, .seed = 256, .eos_id = 2,
+	};
+}
+
+/* Qwen2.5-0.5B's shapes, for the benchmark: tied, a vocabulary of 151936. */
+void
+fixture_qwen25_05b(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 896, .n_layers = 24, .n_heads = 14, .n_kv_heads = 2,
+		.ffn_dim = 4864, .vocab = 151936, .ctx = 32768, .rope_base = 1000000,
+		.tied = 1, .type = type, .seed = 25, .eos_id = 2, .arch = "qwen2",
+	};
+}
+
 static uint64_t
 next(uint64_t *s)
 {

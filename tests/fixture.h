@@ -27,6 +27,10 @@ struct fixture {
 void fixture_tiny(struct fixture *f, uint32_t type);
 /* SmolLM2-135M's exact shapes, for the benchmark. */
 void fixture_smollm2_135m(struct fixture *f, uint32_t type);
+/* The family checks' shape: dim 256, 3 layers, 8 heads, 2 KV heads. */
+void fixture_small(struct fixture *f, uint32_t type);
+/* Qwen2.5-0.5B's shapes (qwen2, tied), for the benchmark. */
+void fixture_qwen25_05b(struct fixture *f, uint32_t type);
 
 /* Write the model; 0 or -1 (errno). */
 int fixture_write(const struct fixture *f, const char *path);

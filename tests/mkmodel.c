@@ -11,7 +11,7 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-s tiny|smollm2-135m] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
+	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
 	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
@@ -68,6 +68,10 @@ main(int argc, char *argv[])
 		fixture_tiny(&f, type);
 	else if (strcmp(shape, "smollm2-135m") == 0)
 		fixture_smollm2_135m(&f, type);
+	else if (strcmp(shape, "small") == 0)
+		fixture_small(&f, type);
+	else if (strcmp(shape, "qwen2.5-0.5b") == 0)
+		fixture_qwen25_05b(&f, type);
 	else
 		die(2, "-s %s: unknown shape", shape);
 	f.q4k_mix = mix;
@@ -84,7 +88,8 @@ main(int argc, char *argv[])
 		f.seed = (uint64_t)seed;
 	f.std = std;
 	f.chat = chat;
-	f.arch = arch;
+	if (arch)
+		f.arch = arch;
 	f.rope_freqs = rope_freqs;
 	f.eot_id = eot;
 	f.eom_id = eom;
