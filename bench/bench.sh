@@ -399,6 +399,64 @@ fi
 window "$ma" "$TMP/stream3000" 1024 "SmolLM2 shape (std 0.05), six sampled texts" || exit 1
 printf ']' >>"$JSON"
 
+# Model families (issue 12).  The SmolLM2 shape (Q8_0) as each family,
+# decode and prefill of 128: the plain llama path pays nothing for the
+# others, whose extras (biases, head norms, fused views) show here.  Then
+# the Qwen2.5-0.5B shape (qwen2, Q8_0, tied, vocabulary 151936) beside
+# llama-bench on the same file: speed, and peak RSS under /usr/bin/time
+# (llama-bench -p 128 -n 64 -r 1).
+echo
+echo "families, SmolLM2 shape, q8_0, $th threads (medians of $ROUNDS rounds): decode 64 and prefill 128"
+printf '%-8s %9s %9s\n' family "dec/s" "pp128/s"
+printf ',"families":[' >>"$JSON"
+fsep=
+for fam in llama qwen2 qwen3 phi3; do
+	fm="$TMP/smollm2-135m-q8_0-$fam.gguf"
+	[ -f "$fm" ] || tests/mkmodel -s smollm2-135m -t q8_0 -A "$fam" -o "$fm" || exit 1
+	: >"$TMP/fam"
+	for r in $(seq "$ROUNDS"); do
+		$D -m "$fm" -t "$th" -n 64 --warmup --ignore-eos --greedy --stats-json <"$TMP/p128" \
+			>/dev/null 2>"$TMP/fam1" || exit 1
+		echo "$(json decode_tok_s "$TMP/fam1") $(json prefill_tok_s "$TMP/fam1")" >>"$TMP/fam"
+	done
+	awk -v fam="$fam" -v sep="$fsep" -v json="$JSON" '{ d[NR] = $1; p[NR] = $2 }
+	function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+	END { dm = med(d, NR); pm = med(p, NR); printf "%-8s %9.1f %9.1f\n", fam, dm, pm
+		printf "%s{\"family\":\"%s\",\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}", sep, fam, dm, pm >>json }' "$TMP/fam"
+	fsep=,
+done
+printf ']' >>"$JSON"
+qm="$TMP/qwen2.5-0.5b-q8_0.gguf"
+[ -f "$qm" ] || tests/mkmodel -s qwen2.5-0.5b -t q8_0 -o "$qm" || exit 1
+echo "Qwen2.5-0.5B shape (qwen2, q8_0, tied), $th threads, $ROUNDS alternating rounds: decode 64, prefill 128, peak RSS MB"
+printf '%-10s %9s %9s %9s\n' program "dec/s" "pp128/s" "rss MB"
+: >"$TMP/qw"
+for r in $(seq "$ROUNDS"); do
+	/usr/bin/time -f %M -o "$TMP/qwt" $D -m "$qm" -t "$th" -n 64 --warmup --ignore-eos --greedy --stats-json \
+		<"$TMP/p128" >/dev/null 2>"$TMP/qw1" || exit 1
+	ours="$(json decode_tok_s "$TMP/qw1") $(json prefill_tok_s "$TMP/qw1") $(tail -n 1 "$TMP/qwt")"
+	theirs="- - -"
+	if [ -x "$REF" ]; then
+		/usr/bin/time -f %M -o "$TMP/qwt" "$REF" -m "$qm" -t "$th" -p 128 -n 64 -r 1 -o csv >"$TMP/qwr" 2>/dev/null &&
+			theirs="$(awk -F, 'NR > 1 { gsub(/"/, "", $(NF - 1)); v[NR] = $(NF - 1) } END { print v[NR], v[NR - 1] }' "$TMP/qwr") $(tail -n 1 "$TMP/qwt")"
+	fi
+	echo "$ours $theirs" >>"$TMP/qw"
+done
+awk -v json="$JSON" '{ for (i = 1; i <= 6; i++) v[i, NR] = $i }
+function med(c, n,   i, j, t, a) { for (i = 1; i <= n; i++) a[i] = v[c, i]
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+END {
+	n = NR
+	printf "%-10s %9.1f %9.1f %9.1f\n", "llm", med(1, n), med(2, n), med(3, n) / 1024
+	if (v[4, 1] != "-") {
+		printf "%-10s %9.1f %9.1f %9.1f\n", "llama.cpp", med(4, n), med(5, n), med(6, n) / 1024
+		printf "%-10s %8.2fx %8.2fx %8.2fx\n", "ratio", med(1, n) / med(4, n), med(2, n) / med(5, n), med(3, n) / med(6, n)
+	}
+	printf ",\"qwen25_05b\":{\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f,\"peak_rss_kb\":%d}", med(1, n), med(2, n), med(3, n) >>json
+}' "$TMP/qw"
+
 # Tokenizer throughput on 1 MB of mixed English and code (this project's
 # sources and pages), for the vocabularies ../shared provides.
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
