@@ -45,6 +45,28 @@ unknown_families_and_unused_tensors_are_errors() {
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
+# The cache, its types, snapshots and weight types work for every family unchanged.
+families_resume_and_quantize_like_llama() {
+	for fam in qwen2 qwen3 phi3; do
+		"$PWD/tests/mkmodel" -A $fam -t q8_0 -o "$TMP/$fam-q8.gguf" || fail "mkmodel"
+		m="$TMP/$fam-q8.gguf"
+		echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 60 --kv-type q8_0 >"$TMP/all" ||
+			fail "$fam: exit $?"
+		echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 30 --kv-type q8_0 \
+			--kv-out "$TMP/$fam.kv" >"$TMP/first" || fail "$fam: exit $?"
+		{ echo "1 40 41 42"; cat "$TMP/first"; } | "$D" -m "$m" --greedy --ignore-eos -n 30 \
+			--kv-type q8_0 --kv-in "$TMP/$fam.kv" >"$TMP/rest" || fail "$fam: resume exited $?"
+		cat "$TMP/first" "$TMP/rest" | cmp -s - "$TMP/all" || fail "$fam: resumed differs"
+	done
+	# a snapshot of one family is refused by another with the same shapes
+	"$PWD/tests/mkmodel" -A qwen2 -t q8_0 -o "$TMP/q2.gguf" && "$PWD/tests/mkmodel" -t q8_0 -o "$TMP/ll.gguf" ||
+		fail "mkmodel"
+	echo 1 | "$D" -m "$TMP/q2.gguf" -n 0 --kv-out "$TMP/q2.kv" || fail "exit $?"
+	echo 1 2 | "$D" -m "$TMP/ll.gguf" -n 1 --kv-in "$TMP/q2.kv" >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] && grep -q "different model" "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
 t families_match_llama_cpp
+t families_resume_and_quantize_like_llama
 t committed_figures_are_llama_cpps
 t unknown_families_and_unused_tensors_are_errors
