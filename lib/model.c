@@ -757,8 +757,9 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		const struct layer_weights *L = &m->layers[l];
 
 		/*
-		 * Attention: Q for the batch; f32 K and V go straight into the
-		 * cache, other types through a batch buffer and kv_put.
+		 * Attention: Q, K and V for the batch (f32 K and V straight into
+		 * the cache, other types through a batch buffer and kv_put), the
+		 * family's biases and per-head norms if it has them, then RoPE.
 		 */
 		for (i = 0; i < n; i++)
 			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->attn_norm, D, c->rms_eps);
