@@ -115,7 +115,7 @@ check-ref: all tests/mkmodel
 fuzz: tests/fuzz/mkseeds
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
 
-bench: all tests/mkmodel $(BENCHBIN)
+bench: all tests/mkmodel tests/test_quant $(BENCHBIN)
 	sh bench/bench.sh
 
 demo: all tests/mkmodel
