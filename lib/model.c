@@ -88,9 +88,21 @@ bind_norm(struct model *m, const char *name, int n, const float **out)
 	return 0;
 }
 
+/* What sets each family apart from the plain llama forward pass. */
+static const struct family {
+	const char *name;
+	int rope_neox, qkv_bias, qk_norm, fused;
+} families[] = {
+	{ "llama", 0, 0, 0, 0 },
+	{ "qwen2", 1, 1, 0, 0 },	/* Q, K, V biases */
+	{ "qwen3", 1, 0, 1, 0 },	/* per-head Q, K norms */
+	{ "phi3", 1, 0, 0, 1 },		/* fused QKV and gate+up */
+};
+
 static int
 read_config(struct model *m)
 {
+	const struct family *fam;
 	struct model_config *c = &m->c;
 	const struct gguf_tensor *emb;
 	struct gguf_str arch;
@@ -104,25 +116,19 @@ read_config(struct model *m)
 		return -1;
 	}
 	/* The families differ in a few fields set here; keys are read from "{arch}.". */
-	if (arch.n == 5 && memcmp(arch.s, "llama", 5) == 0) {
-		snprintf(c->arch, sizeof c->arch, "llama");
-	} else if (arch.n == 5 && memcmp(arch.s, "qwen2", 5) == 0) {
-		snprintf(c->arch, sizeof c->arch, "qwen2");
-		c->rope_neox = 1;
-		c->qkv_bias = 1;
-	} else if (arch.n == 5 && memcmp(arch.s, "qwen3", 5) == 0) {
-		snprintf(c->arch, sizeof c->arch, "qwen3");
-		c->rope_neox = 1;
-		c->qk_norm = 1;
-	} else if (arch.n == 4 && memcmp(arch.s, "phi3", 4) == 0) {
-		snprintf(c->arch, sizeof c->arch, "phi3");
-		c->rope_neox = 1;
-		c->fused = 1;
-	} else {
+	for (fam = families; fam < families + sizeof families / sizeof families[0]; fam++)
+		if (arch.n == strlen(fam->name) && memcmp(arch.s, fam->name, arch.n) == 0)
+			break;
+	if (fam == families + sizeof families / sizeof families[0]) {
 		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3 and phi3 are)",
 		    (int)(arch.n > 40 ? 40 : arch.n), arch.s);
 		return -1;
 	}
+	snprintf(c->arch, sizeof c->arch, "%s", fam->name);
+	c->rope_neox = fam->rope_neox;
+	c->qkv_bias = fam->qkv_bias;
+	c->qk_norm = fam->qk_norm;
+	c->fused = fam->fused;
 	snprintf(a, sizeof a, "%s", c->arch);
 #define KEY(s) (snprintf(key, sizeof key, "%s." s, a), key)
 	if (get_u32(m, KEY("embedding_length"), 1, 0, &c->dim) ||
@@ -597,16 +603,23 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
 {
 	const struct model_config *c = &m->c;
 	size_t ld = (size_t)m->att_cap;
-	int hd = c->head_dim, e = kv_evicted(kv, pos), seen = kv_seen(kv, pos), s, p, h, d;
+	int hd = c->head_dim, e = kv_evicted(kv, pos), lo, p, h, d;
 	float *qs = scratch, *key = scratch + (size_t)group * hd, sum;
 
 	if (e == 0)
 		return;
-	for (s = kv->sinks; s < seen; s++) {
-		p = kv_slot_pos(kv, pos, s);
-		if (p < kv->sinks + e)
-			for (h = 0; h < group; h++)
-				att[h * ld + s] = -INFINITY;
+	/*
+	 * Evicted positions [sinks, sinks + e) still held: those of the sink
+	 * slots' round-up, and the ring's oldest, from pos - ring_slots + 1.
+	 */
+	lo = pos - kv->ring_slots + 1 > kv->sink_slots ? pos - kv->ring_slots + 1 : kv->sink_slots;
+	for (p = kv->sinks; p < kv->sinks + e; p++) {
+		if (p >= kv->sink_slots && p < lo) {
+			p = lo - 1;	/* overwritten: skip to the ring's oldest */
+			continue;
+		}
+		for (h = 0; h < group; h++)
+			att[h * ld + kv_slot(kv, p)] = -INFINITY;
 	}
 	memcpy(qs, q, (size_t)group * hd * sizeof *qs);
 	rope(m, qs, group, -e);
@@ -874,14 +887,12 @@ model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int poolin
 	for (i = 0; i < n && !err; i += b) {
 		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
 		forward(m, kv, tokens + i, b, i, 0, NULL, h, &err);
-		for (t = 0; t < b && !err; t++)
-			for (int d = 0; d < D; d++) {
-				if (pooling == MODEL_POOL_MEAN)
-					sum[d] += h[(size_t)t * D + d];
-				else if (i + t == n - 1)
-					sum[d] = h[(size_t)t * D + d];
-			}
+		for (t = 0; t < b && !err && pooling == MODEL_POOL_MEAN; t++)
+			for (int d = 0; d < D; d++)
+				sum[d] += h[(size_t)t * D + d];
 	}
+	for (int d = 0; d < D && pooling == MODEL_POOL_LAST; d++)
+		sum[d] = h[(size_t)(b - 1) * D + d];	/* h holds the last batch */
 	kv_clear(kv);
 	if (err) {
 		free(h), free(sum);
