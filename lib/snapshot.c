@@ -281,7 +281,6 @@ snapshot_close(struct snapshot *s)
 {
 	unmap_file(s->map, s->size);
 	free(s->dir);
-	free(s->order);
 	memset(s, 0, sizeof *s);
 }
 
@@ -303,31 +302,6 @@ by_start(const void *a, const void *b)
 	const struct interval *x = a, *y = b;
 
 	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static const struct snapshot *sorting;
-
-static int
-by_position(const void *a, const void *b)
-{
-	uint32_t x = snapshot_row_pos(sorting, *(const uint32_t *)a);
-	uint32_t y = snapshot_row_pos(sorting, *(const uint32_t *)b);
-
-	return x < y ? -1 : x > y;
-}
-
-/* The rows of a window in the order of their positions: the sinks, then the ring from its oldest. */
-static void
-order_rows(struct snapshot *s)
-{
-	uint32_t r;
-
-	s->order = xmalloc((s->n_rows ? s->n_rows : 1) * sizeof *s->order);
-	for (r = 0; r < s->n_rows; r++)
-		s->order[r] = r;
-	sorting = s;
-	qsort(s->order, s->n_rows, sizeof *s->order, by_position);
-	sorting = NULL;
 }
 
 int
@@ -457,7 +431,12 @@ snapshot_open(struct snapshot *s, const char *path)
 				return bad(s, msg);
 			}
 		s->tail_slot = (uint32_t)kv_slot(&shape, (int)s->tail_slot);
-		order_rows(s);
+		if (s->n_rows < s->n_pos) {
+			/* wrapped: the sinks' slots, then the ring from its oldest row */
+			s->sink_slots = (uint32_t)shape.sink_slots;
+			s->ring_slots = (uint32_t)shape.ring_slots;
+			s->ring_oldest = (uint32_t)kv_slot(&shape, (int)s->n_pos);
+		}
 	}
 
 	block[0] = kv_block_bytes_of(s->meta.k_type, 0, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
@@ -537,7 +516,9 @@ snapshot_row_pos(const struct snapshot *s, uint32_t r)
 uint32_t
 snapshot_row_at(const struct snapshot *s, uint32_t i)
 {
-	return s->order ? s->order[i] : i;
+	if (!s->ring_slots || i < s->sink_slots)
+		return i;
+	return s->sink_slots + (s->ring_oldest - s->sink_slots + i - s->sink_slots) % s->ring_slots;
 }
 
 int

@@ -37,7 +37,8 @@ struct snapshot {
 	uint64_t dir_offset, data_offset;
 	const uint8_t *tokens;		/* n_pos little-endian uint32 */
 	const uint8_t *positions;	/* n_rows little-endian uint32; NULL: row r is position r */
-	uint32_t *order;		/* the rows by position; NULL: in order */
+	/* A wrapped window's rows by position: sink_slots, then the ring from ring_oldest. */
+	uint32_t sink_slots, ring_slots, ring_oldest;	/* ring_slots 0: rows are in order */
 	uint32_t tail_slot;		/* the row of the incomplete key group's first position */
 	struct snap_dir *dir;		/* n_layers entries, decoded */
 };
