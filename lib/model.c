@@ -651,11 +651,9 @@ attention_values(const struct model *m, const struct kv *kv, int layer, int kvh,
 	while (h < b) {
 		end = kv_seen(kv, first + h / group);	/* the slots query h sees */
 		if (kv->v_type == KV_F32)
-			for (int s = h; s < b; s += 8)
-				quant_attn_values(end - done, b - s < 8 ? b - s : 8,
-				    att + (size_t)s * ld + done, ld,
-				    (const float *)(v + (size_t)done * vb) + kvh * hd, (size_t)c->kv_dim,
-				    (int)hd, out + (size_t)s * hd, hd, done > 0);
+			quant_attn_values(end - done, b - h, att + (size_t)h * ld + done, ld,
+			    (const float *)(v + (size_t)done * vb) + kvh * hd, (size_t)c->kv_dim,
+			    (int)hd, out + (size_t)h * hd, hd, done > 0);
 		else
 			quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
 			    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, end - done, b - h,

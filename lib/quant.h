@@ -128,7 +128,7 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 
 /*
- * Attention's weighted sum of values for up to 8 heads that share them:
+ * Attention's weighted sum of values for the heads that share them:
  * out[h * ld_out + d] = sum over t < n_pos of att[h * ld_att + t] *
  * v[t * ld_v + d], summed in order of t.  With accumulate, the sums go
  * on from what out holds, so positions given in several calls, in order,

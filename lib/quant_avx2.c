@@ -273,6 +273,8 @@ exp256(__m256 x)
 /* 16 registers: smaller tiles for the KV cache's kernels than AVX-512 takes */
 #define QT 2
 #define VH 2
+#define VHB 6		/* values: 12 accumulators of the 16 registers */
+#define VNC 2
 #include "quant_simd.h"
 
 int quant_avx2_built = 1;

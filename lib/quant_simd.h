@@ -209,36 +209,60 @@ DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
 /*
  * Attention's weighted sum of values for heads that share them (GQA):
  * out[h][d] = sum over t of att[h][t] * v[t][d], one fused multiply-add
- * per position in order, for h < heads (at most 8), d < dim.
+ * per position in order.  A pass takes up to VHB heads and VNC chunks of
+ * dim: each value row is loaded once per pass and meets every head of it,
+ * and VHB * VNC accumulators plus the row stay in registers.
  */
+#ifndef VHB
+#define VHB 6
+#endif
+#ifndef VNC
+#define VNC 4
+#endif
+
 static inline __attribute__((always_inline)) void
 CAT(PREFIX, values_block)(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int nc, int n, float *out, size_t ld_out, int accumulate)
 {
-	VEC acc[8][4], vv[4] = { ZERO(), ZERO(), ZERO(), ZERO() };
+	VEC acc[VHB][VNC], vv[VNC];
 	int t, h, c;
 
+	/*
+	 * The loops run to the constants, guarded, so they unroll whatever
+	 * heads and nc are; with constant ones the guards fold away and the
+	 * chains live in registers.
+	 */
+	UNROLL for (h = 0; h < VHB; h++)
+		UNROLL for (c = 0; c < VNC; c++)
+			acc[h][c] = vv[c] = ZERO();
 	/* accumulate: go on with the chains stored in out, as if never stopped */
-	for (h = 0; h < heads; h++)
-		for (c = 0; c < nc; c++) {
-			const float *o = out + (size_t)h * ld_out + c * LANES;
-			acc[h][c] = !accumulate ? ZERO() : c < nc - 1 || n == LANES ? LOADX(o) :
-			    LOADX_TAIL(o, n);
-		}
+	if (accumulate)
+		UNROLL for (h = 0; h < VHB; h++)
+			UNROLL for (c = 0; c < VNC; c++) {
+				const float *o = out + (size_t)h * ld_out + c * LANES;
+				if (h < heads && c < nc)
+					acc[h][c] = c < nc - 1 || n == LANES ? LOADX(o) : LOADX_TAIL(o, n);
+			}
 	for (t = 0; t < n_pos; t++) {
 		const float *row = v + (size_t)t * ld_v;
-		for (c = 0; c < nc; c++)
-			vv[c] = c < nc - 1 || n == LANES ? LOADX(row + c * LANES) :
-			    LOADX_TAIL(row + c * LANES, n);
-		for (h = 0; h < heads; h++) {
-			VEC a = SET1(att[(size_t)h * ld_att + t]);
-			for (c = 0; c < nc; c++)
-				acc[h][c] = FMA(a, vv[c], acc[h][c]);
+		UNROLL for (c = 0; c < VNC; c++)
+			if (c < nc)
+				vv[c] = c < nc - 1 || n == LANES ? LOADX(row + c * LANES) :
+				    LOADX_TAIL(row + c * LANES, n);
+		UNROLL for (h = 0; h < VHB; h++) {
+			if (h < heads) {
+				VEC a = SET1(att[(size_t)h * ld_att + t]);
+				UNROLL for (c = 0; c < VNC; c++)
+					if (c < nc)
+						acc[h][c] = FMA(a, vv[c], acc[h][c]);
+			}
 		}
 	}
-	for (h = 0; h < heads; h++)
-		for (c = 0; c < nc; c++) {
+	UNROLL for (h = 0; h < VHB; h++)
+		UNROLL for (c = 0; c < VNC; c++) {
 			float *o = out + (size_t)h * ld_out + c * LANES;
+			if (h >= heads || c >= nc)
+				continue;
 			if (c < nc - 1 || n == LANES)
 				STORE(o, acc[h][c]);
 			else
@@ -246,28 +270,50 @@ CAT(PREFIX, values_block)(int n_pos, int heads, const float *att, size_t ld_att,
 		}
 }
 
+/* Any number of heads; each output's chain is the same whatever its company. */
 void
 CAT(PREFIX, attn_values)(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
 {
-	int d, nc, n;
+	int d, h, hb, nc, n;
 
-	/* up to four chunks of dim at once: heads x chunks independent chains */
-	for (d = 0; d < dim; d += 4 * LANES) {
+	for (d = 0; d < dim; d += VNC * LANES) {
 		nc = (dim - d + LANES - 1) / LANES;
-		nc = nc > 4 ? 4 : nc;
+		nc = nc > VNC ? VNC : nc;
 		n = dim - d - (nc - 1) * LANES;	/* lanes in the last chunk */
 		n = n > LANES ? LANES : n;
-		/* the common shapes with constants, so the chains stay in registers */
-		if (nc == 4 && n == LANES && heads <= 4) {
-			switch (heads) {
-			case 1: CAT(PREFIX, values_block)(n_pos, 1, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
-			case 2: CAT(PREFIX, values_block)(n_pos, 2, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
-			case 3: CAT(PREFIX, values_block)(n_pos, 3, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
-			case 4: CAT(PREFIX, values_block)(n_pos, 4, att, ld_att, v + d, ld_v, 4, LANES, out + d, ld_out, accumulate); break;
+		for (h = 0; h < heads; h += VHB) {
+			const float *a = att + (size_t)h * ld_att;
+			float *o = out + (size_t)h * ld_out + d;
+			hb = heads - h < VHB ? heads - h : VHB;
+			if (nc < VNC || n < LANES) {
+				CAT(PREFIX, values_block)(n_pos, hb, a, ld_att, v + d, ld_v, nc, n, o, ld_out, accumulate);
+				continue;
 			}
-		} else {
-			CAT(PREFIX, values_block)(n_pos, heads, att, ld_att, v + d, ld_v, nc, n, out + d, ld_out, accumulate);
+			/* the common shapes with constants, so the chains stay in registers */
+#define VALUES_CASE(k) case k: CAT(PREFIX, values_block)(n_pos, k, a, ld_att, v + d, ld_v, VNC, LANES, o, ld_out, accumulate); break
+			switch (hb) {
+			VALUES_CASE(1);
+#if VHB > 1
+			VALUES_CASE(2);
+#endif
+#if VHB > 2
+			VALUES_CASE(3);
+#endif
+#if VHB > 3
+			VALUES_CASE(4);
+#endif
+#if VHB > 4
+			VALUES_CASE(5);
+#endif
+#if VHB > 5
+			VALUES_CASE(6);
+#endif
+#if VHB > 6
+#error "VHB is at most 6"
+#endif
+			}
+#undef VALUES_CASE
 		}
 	}
 }

@@ -55,17 +55,18 @@ quiet_silences_all_but_errors() {
 progress_only_on_a_terminal() {
 	command -v script >/dev/null || skip "script (util-linux) not present"
 	m=$(tiny q8_0)
-	seq 1 12000 | awk '{ print $1 % 300 + 3 }' >"$TMP/long"
-	script -qec "'$D' -m '$m' --ctx 16384 -n 0 <'$TMP/long' >/dev/null" /dev/null >"$TMP/tty" ||
+	# a prefill of some seconds on one thread (the line waits for a second)
+	seq 1 16000 | awk '{ print $1 % 300 + 3 }' >"$TMP/long"
+	script -qec "'$D' -m '$m' --ctx 16384 -t 1 -n 0 <'$TMP/long' >/dev/null" /dev/null >"$TMP/tty" ||
 		fail "exit $?"
-	tr '\r' '\n' <"$TMP/tty" | grep -q '^llm-decode: [0-9]*/12000 tokens, [0-9]* tok/s, [0-9]* s left' ||
+	tr '\r' '\n' <"$TMP/tty" | grep -q '^llm-decode: [0-9]*/16000 tokens, [0-9]* tok/s, [0-9]* s left' ||
 		fail "no progress line: $(tr '\r' '\n' <"$TMP/tty" | cat -v | head -n 3)"
 	# the last thing written clears the line
 	[ "$(tail -c 4 "$TMP/tty" | od -An -c | tr -d ' \n')" = '\r033[K' ] ||
 		fail "the line is not cleared: $(tail -c 8 "$TMP/tty" | od -An -c)"
-	"$D" -m "$m" --ctx 16384 -n 0 <"$TMP/long" >/dev/null 2>"$TMP/err" || fail "exit $?"
+	"$D" -m "$m" --ctx 16384 -t 1 -n 0 <"$TMP/long" >/dev/null 2>"$TMP/err" || fail "exit $?"
 	grep -q "tok/s" "$TMP/err" && fail "progress drawn into a file"
-	script -qec "'$D' -m '$m' -q --ctx 16384 -n 0 <'$TMP/long' >/dev/null" /dev/null >"$TMP/tty"
+	script -qec "'$D' -m '$m' -q --ctx 16384 -t 1 -n 0 <'$TMP/long' >/dev/null" /dev/null >"$TMP/tty"
 	[ ! -s "$TMP/tty" ] || fail "-q drew: $(cat -v "$TMP/tty" | head -c 200)"
 }
 

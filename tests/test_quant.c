@@ -277,6 +277,56 @@ kv_kernels_match_scalar_and_ignore_their_company(void)
 	quant_set_isa(best);
 }
 
+/*
+ * Attention's weighted sum of f32 values, on every instruction set and for
+ * head sizes that are and are not whole passes: it agrees with the
+ * portable kernel, and a head alone, or its positions in two calls, get
+ * the bits it gets among others (the kernels take heads in passes).
+ */
+static void
+f32_values_match_scalar_and_ignore_their_company(void)
+{
+	enum { NP = 50, MAXH = 13, MAXD = 136, LDV = MAXD + 5 };
+	static const int dims[] = { 8, 24, 64, 72, 136 }, heads[] = { 1, 3, 7, 13 };
+	static float v[NP][LDV], att[MAXH][NP], ref[MAXH][MAXD], got[MAXH][MAXD], one[MAXD];
+	int best = quant_isa(), isa, di, hi, h, d, t;
+
+	for (t = 0; t < NP; t++)
+		for (d = 0; d < LDV; d++)
+			v[t][d] = rnd();
+	for (h = 0; h < MAXH; h++)
+		for (t = 0; t < NP; t++)
+			att[h][t] = (rnd() + 1) / NP;
+	for (di = 0; di < (int)(sizeof dims / sizeof *dims); di++)
+		for (hi = 0; hi < (int)(sizeof heads / sizeof *heads); hi++) {
+			int dim = dims[di], nh = heads[hi];
+			quant_set_isa(QUANT_SCALAR);
+			quant_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &ref[0][0], MAXD, 0);
+			for (isa = QUANT_SCALAR; isa <= best; isa++) {
+				double worst = 0, scale = 0;
+				quant_set_isa(isa);
+				quant_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &got[0][0], MAXD, 0);
+				for (h = 0; h < nh; h++) {
+					quant_attn_values(NP, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);
+					CHECK(memcmp(one, got[h], dim * sizeof *one) == 0,
+					    "%s dim %d heads %d: head %d alone differs", quant_isa_name(isa), dim, nh, h);
+					quant_attn_values(17, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);
+					quant_attn_values(NP - 17, 1, att[h] + 17, NP, v[17], LDV, dim, one, MAXD, 1);
+					CHECK(memcmp(one, got[h], dim * sizeof *one) == 0,
+					    "%s dim %d heads %d: head %d in two calls differs", quant_isa_name(isa), dim, nh, h);
+					for (d = 0; d < dim; d++)
+						scale = worst_of(scale, fabs(ref[h][d]));
+				}
+				for (h = 0; h < nh; h++)
+					for (d = 0; d < dim; d++)
+						worst = worst_of(worst, fabs(got[h][d] - ref[h][d]) / scale);
+				CHECK(worst < 1e-5, "%s dim %d heads %d: relative error %g against scalar",
+				    quant_isa_name(isa), dim, nh, worst);
+			}
+		}
+	quant_set_isa(best);
+}
+
 int
 main(void)
 {
@@ -285,5 +335,6 @@ main(void)
 	TEST(reference_quantizers_round_trip);
 	TEST(simd_kernels_match_the_scalar_kernel);
 	TEST(kv_kernels_match_scalar_and_ignore_their_company);
+	TEST(f32_values_match_scalar_and_ignore_their_company);
 	CHECK_EXIT();
 }
