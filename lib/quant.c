@@ -267,17 +267,17 @@ scalar_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups
 				float x = q[(size_t)t * ldq + c];
 				if (q4) {
 					const struct block_q4_1 *b = (const void *)(grp + (size_t)c * bb);
-					w = x * f16_table[b->d];
+					w = f16_table[b->d];	/* d * quant is exact */
 					base += x * f16_table[b->m];
 					for (j = 0; j < 16; j++) {
-						acc[j] += w * (float)(b->qs[j] & 0xf);
-						acc[j + 16] += w * (float)(b->qs[j] >> 4);
+						acc[j] += x * (w * (float)(b->qs[j] & 0xf));
+						acc[j + 16] += x * (w * (float)(b->qs[j] >> 4));
 					}
 				} else {
 					const struct block_q8_0 *b = (const void *)(grp + (size_t)c * bb);
-					w = x * f16_table[b->d];
+					w = f16_table[b->d];
 					for (j = 0; j < 32; j++)
-						acc[j] += w * (float)b->qs[j];
+						acc[j] += x * (w * (float)b->qs[j]);
 				}
 			}
 			for (j = 0; j < 32; j++)
@@ -306,11 +306,11 @@ scalar_row_values(int type, int n_pos, int heads, const float *att, size_t ld_at
 					o[i] += a * f16_table[((const uint16_t *)row)[e]];
 				} else if (type == GGML_Q8_0) {
 					const struct block_q8_0 *b = (const struct block_q8_0 *)row + e / 32;
-					o[i] += a * f16_table[b->d] * (float)b->qs[j];
+					o[i] += a * (f16_table[b->d] * (float)b->qs[j]);
 				} else {
 					const struct block_q4_0 *b = (const struct block_q4_0 *)row + e / 32;
-					o[i] += a * f16_table[b->d] *
-					    (float)((j < 16 ? b->qs[j] & 0xf : b->qs[j - 16] >> 4) - 8);
+					o[i] += a * (f16_table[b->d] *
+					    (float)((j < 16 ? b->qs[j] & 0xf : b->qs[j - 16] >> 4) - 8));
 				}
 			}
 		}

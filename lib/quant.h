@@ -144,7 +144,7 @@ void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
  * group_bytes on, the next channel one block on.  For T queries of dim
  * floats, ldq apart: out[t * ld_out + 32 g + j] = the dot product with
  * position j of group g, summed over channels in order, as
- * (q[c] * d) * quant (plus the sum of q[c] * m, for q4_1).
+ * q[c] * (d * quant), d * quant exact (plus the sum of q[c] * m, for q4_1).
  */
 void quant_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
     const float *q, size_t ldq, int T, float *out, size_t ld_out);

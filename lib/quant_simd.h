@@ -18,7 +18,7 @@
 #if defined(__clang__)
 #define UNROLL _Pragma("unroll")	/* fully when the count is constant */
 #elif defined(__GNUC__)
-#define UNROLL _Pragma("GCC unroll 8")
+#define UNROLL _Pragma("GCC unroll 16")
 #else
 #define UNROLL
 #endif
@@ -368,8 +368,18 @@ CAT(PREFIX, softmax)(float *x, int n, float scale)
  */
 #define NV (32 / LANES)
 #ifndef QT
-#define QT 4		/* queries per pass over a group */
+#define QT 12		/* queries per pass over a group */
 #endif
+#if QT > 12
+#error "QT is at most 12"
+#endif
+
+/* A switch over the counts 1..MAX (at most 12) with each a constant: CASES(MAX, n, CALL) calls CALL(k). */
+#define CASE_IF(MAX, k, CALL) case k: if (k <= MAX) { CALL(k); } break;
+#define CASES(MAX, n, CALL) switch (n) { \
+	CASE_IF(MAX, 1, CALL) CASE_IF(MAX, 2, CALL) CASE_IF(MAX, 3, CALL) CASE_IF(MAX, 4, CALL) \
+	CASE_IF(MAX, 5, CALL) CASE_IF(MAX, 6, CALL) CASE_IF(MAX, 7, CALL) CASE_IF(MAX, 8, CALL) \
+	CASE_IF(MAX, 9, CALL) CASE_IF(MAX, 10, CALL) CASE_IF(MAX, 11, CALL) CASE_IF(MAX, 12, CALL) }
 
 static inline __attribute__((always_inline)) void
 CAT(PREFIX, group_block)(int q4, const char *grp, int dim, const float *q, size_t ldq, int nt,
@@ -380,33 +390,34 @@ CAT(PREFIX, group_block)(int q4, const char *grp, int dim, const float *q, size_
 	float base[QT] = { 0 };
 	int c, t, v;
 
-	for (t = 0; t < nt; t++)
-		for (v = 0; v < NV; v++)
+	UNROLL for (t = 0; t < nt; t++)
+		UNROLL for (v = 0; v < NV; v++)
 			acc[t][v] = ZERO();
 	for (c = 0; c < dim; c++) {
 		const char *b = grp + (size_t)c * bb;
-		float d;
+		VEC d;
+		/* the channel's 32 keys as d * quant, exact in f32 */
 		if (q4) {
 			const struct block_q4_1 *b4 = (const struct block_q4_1 *)b;
-			for (v = 0; v < NV; v++)
-				kq[v] = WIDEN_NIB(b4->qs + (v * LANES) % 16, v * LANES >= 16);
-			d = quant_f16_table[b4->d];
-			for (t = 0; t < nt; t++)
+			d = SET1(quant_f16_table[b4->d]);
+			UNROLL for (v = 0; v < NV; v++)
+				kq[v] = MUL(d, WIDEN_NIB(b4->qs + (v * LANES) % 16, v * LANES >= 16));
+			UNROLL for (t = 0; t < nt; t++)
 				base[t] += q[(size_t)t * ldq + c] * quant_f16_table[b4->m];
 		} else {
 			const struct block_q8_0 *b8 = (const struct block_q8_0 *)b;
-			for (v = 0; v < NV; v++)
-				kq[v] = WIDEN_I8(b8->qs + v * LANES);
-			d = quant_f16_table[b8->d];
+			d = SET1(quant_f16_table[b8->d]);
+			UNROLL for (v = 0; v < NV; v++)
+				kq[v] = MUL(d, WIDEN_I8(b8->qs + v * LANES));
 		}
-		for (t = 0; t < nt; t++) {
-			VEC w = SET1(q[(size_t)t * ldq + c] * d);
-			for (v = 0; v < NV; v++)
+		UNROLL for (t = 0; t < nt; t++) {
+			VEC w = SET1(q[(size_t)t * ldq + c]);
+			UNROLL for (v = 0; v < NV; v++)
 				acc[t][v] = FMA(w, kq[v], acc[t][v]);
 		}
 	}
-	for (t = 0; t < nt; t++)
-		for (v = 0; v < NV; v++)
+	UNROLL for (t = 0; t < nt; t++)
+		UNROLL for (v = 0; v < NV; v++)
 			STORE(out + (size_t)t * ld_out + v * LANES, ADD(acc[t][v], SET1(base[t])));
 }
 
@@ -422,27 +433,23 @@ CAT(PREFIX, group_scores)(int q4, const void *groups, size_t group_bytes, int n_
 			float *o = out + (size_t)t * ld_out + (size_t)g * 32;
 			const float *qt = q + (size_t)t * ldq;
 			/* constant counts, so the accumulators stay in registers */
-			switch (T - t < QT ? T - t : QT) {
-			case 1: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, 1, o, ld_out); break;
-#if QT > 2
-			case 2: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, 2, o, ld_out); break;
-#endif
-#if QT > 3
-			case 3: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, 3, o, ld_out); break;
-#endif
-			default: CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, QT, o, ld_out); break;
-			}
+#define GROUP_CALL(k) CAT(PREFIX, group_block)(q4, grp, dim, qt, ldq, k, o, ld_out)
+			CASES(QT, T - t < QT ? T - t : QT, GROUP_CALL)
+#undef GROUP_CALL
 		}
 }
 
 /*
  * Values from quantized rows, a block of 32 dimensions at a time: each
- * row's block is widened once and meets up to VH heads, the attention
- * weight folded into the block's scale; one chain per output over the
- * positions in order.  Whole blocks only; quant.c takes the rest.
+ * row's block is widened once, as d * quant (exact in f32), and meets up
+ * to VH heads; one chain per output over the positions in order.  Whole
+ * blocks only; quant.c takes the rest.
  */
 #ifndef VH
-#define VH 4
+#define VH 12
+#endif
+#if VH > 12
+#error "VH is at most 12"
 #endif
 
 static inline __attribute__((always_inline)) void
@@ -452,34 +459,33 @@ CAT(PREFIX, values_rows)(int type, int n_pos, int nh, const float *att, size_t l
 	VEC acc[VH][NV], x[NV];
 	int t, h, v;
 
-	for (h = 0; h < nh; h++)
-		for (v = 0; v < NV; v++)
+	UNROLL for (h = 0; h < nh; h++)
+		UNROLL for (v = 0; v < NV; v++)
 			acc[h][v] = accumulate ? LOADX(out + (size_t)h * ld_out + v * LANES) : ZERO();
 	for (t = 0; t < n_pos; t++) {
 		const char *row = rows + (size_t)t * row_bytes;
-		float d = 1;
 		if (type == GGML_F16) {
-			for (v = 0; v < NV; v++)
+			UNROLL for (v = 0; v < NV; v++)
 				x[v] = LOAD_F16(row, e0 + v * LANES);
 		} else if (type == GGML_Q8_0) {
 			const struct block_q8_0 *b = (const struct block_q8_0 *)row + e0 / 32;
-			for (v = 0; v < NV; v++)
-				x[v] = WIDEN_I8(b->qs + v * LANES);
-			d = quant_f16_table[b->d];
+			VEC d = SET1(quant_f16_table[b->d]);
+			UNROLL for (v = 0; v < NV; v++)
+				x[v] = MUL(d, WIDEN_I8(b->qs + v * LANES));
 		} else {
 			const struct block_q4_0 *b = (const struct block_q4_0 *)row + e0 / 32;
-			for (v = 0; v < NV; v++)
-				x[v] = SUB(WIDEN_NIB(b->qs + (v * LANES) % 16, v * LANES >= 16), SET1(8));
-			d = quant_f16_table[b->d];
+			VEC d = SET1(quant_f16_table[b->d]);
+			UNROLL for (v = 0; v < NV; v++)
+				x[v] = MUL(d, SUB(WIDEN_NIB(b->qs + (v * LANES) % 16, v * LANES >= 16), SET1(8)));
 		}
-		for (h = 0; h < nh; h++) {
-			VEC w = SET1(att[(size_t)h * ld_att + t] * d);
-			for (v = 0; v < NV; v++)
+		UNROLL for (h = 0; h < nh; h++) {
+			VEC w = SET1(att[(size_t)h * ld_att + t]);
+			UNROLL for (v = 0; v < NV; v++)
 				acc[h][v] = FMA(w, x[v], acc[h][v]);
 		}
 	}
-	for (h = 0; h < nh; h++)
-		for (v = 0; v < NV; v++)
+	UNROLL for (h = 0; h < nh; h++)
+		UNROLL for (v = 0; v < NV; v++)
 			STORE(out + (size_t)h * ld_out + v * LANES, acc[h][v]);
 }
 
@@ -496,16 +502,9 @@ CAT(PREFIX, row_values)(uint32_t type, int n_pos, int heads, const float *att, s
 		for (h = 0; h < heads; h += VH) {
 			const float *a = att + (size_t)h * ld_att;
 			float *o = out + (size_t)h * ld_out + e;
-			switch (heads - h < VH ? heads - h : VH) {
-			case 1: CAT(PREFIX, values_rows)((int)type, n_pos, 1, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
-#if VH > 2
-			case 2: CAT(PREFIX, values_rows)((int)type, n_pos, 2, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
-#endif
-#if VH > 3
-			case 3: CAT(PREFIX, values_rows)((int)type, n_pos, 3, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
-#endif
-			default: CAT(PREFIX, values_rows)((int)type, n_pos, VH, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate); break;
-			}
+#define VALUES_CALL(k) CAT(PREFIX, values_rows)((int)type, n_pos, k, a, ld_att, rows, row_bytes, d0 + e, o, ld_out, accumulate)
+			CASES(VH, heads - h < VH ? heads - h : VH, VALUES_CALL)
+#undef VALUES_CALL
 		}
 	return 1;
 }

@@ -189,7 +189,7 @@ simd_kernels_match_the_scalar_kernel(void)
 static void
 kv_kernels_match_scalar_and_ignore_their_company(void)
 {
-	enum { DIM = 64, G = 3, T = 7, HEADS = 5, NP = 70 };
+	enum { DIM = 64, G = 3, T = 15, HEADS = 14, NP = 70 };	/* more than a pass of queries and heads */
 	int best = quant_isa(), isa, q4, t, j, h, d;
 	struct block_q8_0 g8[G][DIM];
 	struct block_q4_1 g4[G][DIM];
