@@ -706,6 +706,124 @@ attention_worker(void *arg, int ith, int nth)
 }
 
 /*
+ * One token over a long cache, in three balanced steps: scores by KV head
+ * and slice of positions (of groups, for grouped keys), the f16 rows,
+ * window and softmax by query head, values by KV head and block of 32
+ * dimensions.  attention_worker gives each thread
+ * whole KV heads, so with 3 of them on 2 threads one thread idles a
+ * third of the time.  Each score, weight and output is computed with the
+ * same operations as there (kernels compute an output alike whatever its
+ * company), so the bits are the same; only the two extra hand-offs
+ * differ, which pay from SPLIT_MIN positions on.
+ */
+#define SPLIT_MIN 1024
+
+static void
+split_scores(void *arg, int ith, int nth)
+{
+	const struct attn_job *job = arg;
+	const struct model *m = job->m;
+	const struct model_config *c = &m->c;
+	const struct kv *kv = job->kv;
+	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, w;
+	int seen = kv_seen(kv, job->pos);
+
+	for (w = ith; w < c->n_kv_heads * nth; w += nth) {
+		int kvh = w / nth, piece = w % nth;
+		const char *keys = (const char *)kv_unit(kv, 0, job->layer, 0) +
+		    (size_t)kvh * hd * (kv->k_unit / c->kv_dim);
+		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd;
+		float *att = m->att + (size_t)kvh * group * m->att_cap;
+		if (!kv->tail) {
+			int p0 = (int)((long long)seen * piece / nth);
+			int p1 = (int)((long long)seen * (piece + 1) / nth);
+			quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, p0, p1,
+			    hd, q, (size_t)hd, group, att, (size_t)m->att_cap);
+			continue;
+		}
+		/* grouped keys: a slice of the complete groups (split_softmax scores the f16 rows) */
+		int groups = job->pos / KV_GROUP < kv->slots / KV_GROUP ?
+		    job->pos / KV_GROUP : kv->slots / KV_GROUP;
+		int g0 = (int)((long long)groups * piece / nth), g1 = (int)((long long)groups * (piece + 1) / nth);
+		if (g1 > g0)
+			quant_group_scores(kv->k_type == KV_Q4_0, keys + (size_t)g0 * kv->k_unit, kv->k_unit,
+			    g1 - g0, hd, q, (size_t)hd, group, att + (size_t)g0 * KV_GROUP, (size_t)m->att_cap);
+	}
+}
+
+static void
+split_softmax(void *arg, int ith, int nth)
+{
+	const struct attn_job *job = arg;
+	struct model *m = job->m;
+	const struct model_config *c = &m->c;
+	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, h;
+	float *scratch = m->tile + (size_t)ith * 2 * ATTN_TILE * group * hd;
+
+	for (h = ith; h < c->n_heads; h += nth) {
+		const struct kv *kv = job->kv;
+		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)h * hd;
+		float *att = m->att + (size_t)h * m->att_cap;
+		if (kv->tail) {
+			/*
+			 * The f16 rows of the token's own group, after the groups:
+			 * in a ring that has wrapped they take the slots of an
+			 * older group, whose scores they replace.
+			 */
+			int r0 = job->pos / KV_GROUP * KV_GROUP;
+			quant_gemm(GGML_F16, kv_tail_row(kv, job->layer, r0) + (size_t)(h / group) * hd,
+			    (size_t)c->kv_dim * 2, 0, job->pos - r0 + 1, hd, q, (size_t)hd, 1,
+			    att + kv_slot(kv, r0), (size_t)m->att_cap);
+		}
+		attention_window(m, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
+		quant_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
+	}
+}
+
+static void
+split_values(void *arg, int ith, int nth)
+{
+	const struct attn_job *job = arg;
+	const struct model *m = job->m;
+	const struct model_config *c = &m->c;
+	const struct kv *kv = job->kv;
+	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, w;
+	int nb = hd % 32 == 0 ? hd / 32 : 1, bw = hd / nb, seen = kv_seen(kv, job->pos);
+	const char *v = (const char *)kv_unit(kv, 1, job->layer, 0);
+
+	for (w = ith; w < c->n_kv_heads * nb; w += nth) {
+		int kvh = w / nb, d0 = w % nb * bw;
+		const float *att = m->att + (size_t)kvh * group * m->att_cap;
+		float *out = m->xb + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd + d0;
+		if (kv->v_type == KV_F32)
+			quant_attn_values(seen, group, att, (size_t)m->att_cap,
+			    (const float *)v + (size_t)kvh * hd + d0, (size_t)c->kv_dim, bw, out, (size_t)hd, 0);
+		else
+			quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
+			    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, seen, group, att,
+			    (size_t)m->att_cap, v, kv->v_unit, kvh * hd + d0, bw, out, (size_t)hd, 0);
+	}
+}
+
+/* The attention of the tokens of one job, on the pool. */
+static void
+attention(struct model *m, struct attn_job *job)
+{
+	const struct model_config *c = &m->c;
+	int nth = pool_threads(m->pool);
+
+	/* the split needs a row of att per query head */
+	if (job->n == 1 && nth > 1 && kv_seen(job->kv, job->pos) >= SPLIT_MIN &&
+	    c->n_kv_heads <= nth * ATTN_TILE) {
+		pool_run(m->pool, split_scores, job);
+		pool_run(m->pool, split_softmax, job);
+		pool_run(m->pool, split_values, job);
+		return;
+	}
+	pool_run(m->pool, attention_worker, job);
+}
+
+/*
  * The batch pass.  Logits: none (all_logits NULL, want_logits 0), the last
  * token's into m->logits (want_logits 1), or every token's, n rows of
  * vocab_size, into all_logits.
@@ -793,7 +911,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			    (v == m->vbuf && kv_put_v(kv, l, p, b, v + (size_t)i * KV, KV) < 0))
 				goto fail;
 			aj = (struct attn_job){ m, kv, l, p, b, i };
-			pool_run(m->pool, attention_worker, &aj);
+			attention(m, &aj);
 		}
 		/* Rotated values give the rotated output; the transform is its own inverse. */
 		if (kv->v_rotated)

@@ -685,6 +685,81 @@ window_batched_equals_token_by_token(void)
 	model_free(&mm);
 }
 
+/*
+ * Decode over more than a thousand positions on two threads splits one
+ * token's attention by slices of positions and blocks of dimensions: the
+ * logits are those of one thread and of a batch.  Head size 64 (two blocks
+ * of 32) and 3 KV heads for 2 threads; every kind of key store and
+ * windows with sinks that have slid.
+ */
+static void
+long_decode_split_is_bitwise_one_thread(void)
+{
+	enum { N = 1100, FROM = 1080, STEPS = N - FROM };
+	static const int types[][3] = {	/* key type, value type, windowed */
+		{ KV_F32, KV_F32, 0 }, { KV_F16, KV_F16, 0 }, { KV_F32, KV_Q4_0, 0 },
+		{ KV_Q8_0, KV_Q8_0, 0 }, { KV_Q4_0, KV_Q8_0, 0 }, { KV_F32, KV_F32, 1 }, { KV_Q8_0, KV_F32, 1 },
+	};
+	struct fixture f;
+	struct model mm;
+	struct kv kv;
+	struct pool *one = pool_create(1), *two = pool_create(2);
+	char path[4096];
+	const char *dir = getenv("LLM_TEST_TMP");
+	int ids[N], err, i, t, run;
+	size_t V;
+	float *logits[3];
+
+	fixture_tiny(&f, GGML_Q8_0);
+	f.dim = 192, f.n_heads = 3, f.n_kv_heads = 3, f.n_layers = 2, f.ctx = 2048;
+	snprintf(path, sizeof path, "%s/split-q8_0.gguf", dir ? dir : "tests/tmp");
+	CHECK(fixture_write(&f, path) == 0, "%s", path);
+	CHECK(model_load(&mm, path) == 0, "%s", llm_err());
+	CHECK(mm.c.head_dim == 64 && mm.c.n_kv_heads == 3, "head_dim %d", mm.c.head_dim);
+	V = (size_t)mm.c.vocab_size;
+	for (run = 0; run < 3; run++)
+		logits[run] = xmalloc(STEPS * V * sizeof(float));
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 31 + 7) % mm.c.vocab_size;
+	for (t = 0; t < (int)(sizeof types / sizeof types[0]); t++) {
+		const char *w = types[t][2] ? " windowed" : "";
+		/* run 0: one thread, token by token; 1: two threads, token by token; 2: two, a batch */
+		for (run = 0; run < 3; run++) {
+			model_set_pool(&mm, run == 0 ? one : two);
+			CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 2048, 0,
+			    types[t][0], types[t][1]) == 0, "%s", llm_err());
+			if (types[t][2])
+				CHECK(kv_set_window(&kv, 4, 1040) == 0, "%s", llm_err());
+			model_prefill(&mm, &kv, ids, FROM, 0, 0, &err);
+			CHECK(!err, "%s", llm_err());
+			if (run < 2)
+				for (i = FROM; i < N; i++) {
+					float *l = model_forward(&mm, &kv, ids[i], i, 1, &err);
+					CHECK(l && !err, "%s", llm_err());
+					if (l)
+						memcpy(logits[run] + (size_t)(i - FROM) * V, l, V * sizeof(float));
+				}
+			else
+				CHECK(model_forward_logits(&mm, &kv, ids + FROM, STEPS, FROM, logits[2], &err) &&
+				    !err, "%s", llm_err());
+			kv_free(&kv);
+		}
+		for (i = 0; i < STEPS; i++) {
+			CHECK(memcmp(logits[1] + i * V, logits[0] + i * V, V * sizeof(float)) == 0,
+			    "k %s v %s%s: position %d on two threads differs from one",
+			    kv_type_name(types[t][0]), kv_type_name(types[t][1]), w, FROM + i);
+			CHECK(memcmp(logits[2] + i * V, logits[0] + i * V, V * sizeof(float)) == 0,
+			    "k %s v %s%s: position %d in a batch differs from one at a time",
+			    kv_type_name(types[t][0]), kv_type_name(types[t][1]), w, FROM + i);
+		}
+	}
+	model_set_pool(&mm, NULL);
+	pool_destroy(one), pool_destroy(two);
+	for (run = 0; run < 3; run++)
+		free(logits[run]);
+	model_free(&mm);
+}
+
 /* Until the window slides, a windowed cache is bitwise the plain one. */
 static void
 window_before_slide_is_plain(void)
@@ -854,6 +929,7 @@ main(void)
 	TEST(window_matches_double_reference);
 	TEST(window_batched_equals_token_by_token);
 	TEST(window_before_slide_is_plain);
+	TEST(long_decode_split_is_bitwise_one_thread);
 	TEST(embeddings_pool_the_final_hidden_states);
 	TEST(families_match_the_reference);
 	CHECK_EXIT();
