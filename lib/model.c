@@ -716,7 +716,7 @@ attention_worker(void *arg, int ith, int nth)
  * company), so the bits are the same; only the two extra hand-offs
  * differ, which pay from SPLIT_MIN positions on.
  */
-#define SPLIT_MIN 1024
+#define SPLIT_MIN 512
 
 static void
 split_scores(void *arg, int ith, int nth)
