@@ -443,6 +443,54 @@ rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 
 
 /*
+ * The per-token steps of a batch, shared among the threads by tokens:
+ * RMS norms, and SwiGLU's silu(gate) * up.  Each token's row is computed
+ * alone, so the bits do not depend on the split.  Fewer than
+ * ROWS_MIN tokens (decode) stay on the calling thread: a hand-off costs
+ * more than they do.
+ */
+#define ROWS_MIN 8
+
+struct rows_job {
+	float *out;		/* norms: out = norm(x) * weight; silu: out = silu(out) * x */
+	const float *x, *weight;
+	int n, len;
+	float eps;
+};
+
+static void
+norm_rows(void *arg, int ith, int nth)
+{
+	const struct rows_job *j = arg;
+	size_t len = (size_t)j->len;
+
+	for (int i = j->n * ith / nth; i < j->n * (ith + 1) / nth; i++)
+		rmsnorm(j->out + i * len, j->x + i * len, j->weight, j->len, j->eps);
+}
+
+static void
+silu_rows(void *arg, int ith, int nth)
+{
+	const struct rows_job *j = arg;
+	size_t len = (size_t)j->len;
+	int i0 = j->n * ith / nth, i1 = j->n * (ith + 1) / nth;
+
+	quant_silu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
+}
+
+static void
+rows(struct model *m, pool_fn fn, float *out, const float *x, const float *weight, int n, int len,
+    float eps)
+{
+	struct rows_job job = { out, x, weight, n, len, eps };
+
+	if (n < ROWS_MIN)
+		fn(&job, 0, 1);
+	else
+		pool_run(m->pool, fn, &job);
+}
+
+/*
  * Matrix products over one input batch X (T rows of ldx floats): each
  * weight matrix writes T output rows of ldo floats.  Threads split the
  * weight rows of all the matrices together, in multiples of 8.
@@ -890,8 +938,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		 * the cache, other types through a batch buffer and kv_put), the
 		 * family's biases and per-head norms if it has them, then RoPE.
 		 */
-		for (i = 0; i < n; i++)
-			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->attn_norm, D, c->rms_eps);
+		rows(m, norm_rows, m->xb, m->x, L->attn_norm, n, D, c->rms_eps);
 		k = kv->k_type == KV_F32 && !one_by_one ? kv_k_write(kv, l, pos) : m->kbuf;
 		v = kv->v_type == KV_F32 && !one_by_one ? kv_v_write(kv, l, pos) : m->vbuf;
 		struct matvec qkv[] = { { m->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
@@ -924,14 +971,10 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			m->x[j] += m->xb2[j];
 
 		/* FFN: SwiGLU, down(silu(gate(x)) * up(x)). */
-		for (i = 0; i < n; i++)
-			rmsnorm(m->xb + (size_t)i * D, m->x + (size_t)i * D, L->ffn_norm, D, c->rms_eps);
+		rows(m, norm_rows, m->xb, m->x, L->ffn_norm, n, D, c->rms_eps);
 		struct matvec gate_up[] = { { m->hb, F, &L->w_gate }, { m->hb2, F, &L->w_up } };
 		matmul(m, gate_up, 2, m->xb, D, n);
-		for (j = 0; j < n * F; j++) {
-			float g = m->hb[j];
-			m->hb[j] = g / (1.0f + expf(-g)) * m->hb2[j];
-		}
+		rows(m, silu_rows, m->hb, m->hb2, NULL, n, F, 0);
 		struct matvec down[] = { { m->xb2, D, &L->w_down } };
 		matmul(m, down, 1, m->hb, F, n);
 		for (j = 0; j < n * D; j++)
@@ -939,13 +982,11 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 	}
 	kv->seq_len = pos + n;
 	if (hidden) {
-		for (i = 0; i < n; i++)
-			rmsnorm(hidden + (size_t)i * D, m->x + (size_t)i * D, m->output_norm, D, c->rms_eps);
+		rows(m, norm_rows, hidden, m->x, m->output_norm, n, D, c->rms_eps);
 		return hidden;
 	}
 	if (all_logits) {
-		for (i = 0; i < n; i++)
-			rmsnorm(m->x + (size_t)i * D, m->x + (size_t)i * D, m->output_norm, D, c->rms_eps);
+		rows(m, norm_rows, m->x, m->x, m->output_norm, n, D, c->rms_eps);
 		struct matvec out[] = { { all_logits, (size_t)c->vocab_size, &m->output } };
 		matmul(m, out, 1, m->x, D, n);
 		return all_logits;

@@ -36,6 +36,10 @@ static group_scores_fn *group_scores_impl = scalar_group_scores;
 static row_values_fn *row_values_impl;
 static values_fn scalar_attn_values;
 static values_fn *values_impl = scalar_attn_values;
+typedef void silu_fn(float *g, const float *u, size_t n);
+silu_fn quant_avx2_silu_mul, quant_avx512_silu_mul;
+static silu_fn scalar_silu_mul;
+static silu_fn *silu_impl = scalar_silu_mul;
 typedef void softmax_fn(float *x, int n, float scale);
 softmax_fn quant_avx2_softmax, quant_avx512_softmax;
 static softmax_fn scalar_softmax;
@@ -607,6 +611,21 @@ scalar_softmax(float *x, int n, float scale)
 		x[i] /= sum;
 }
 
+static void
+scalar_silu_mul(float *g, const float *u, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+void
+quant_silu_mul(float *g, const float *u, size_t n)
+{
+	silu_impl(g, u, n);
+}
+
 void
 quant_softmax(float *x, int n, float scale)
 {
@@ -656,6 +675,8 @@ quant_set_isa(int isa)
 	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
 	values_impl = isa == QUANT_AVX512 ? quant_avx512_attn_values :
 	    isa == QUANT_AVX2 ? quant_avx2_attn_values : scalar_attn_values;
+	silu_impl = isa == QUANT_AVX512 ? quant_avx512_silu_mul :
+	    isa == QUANT_AVX2 ? quant_avx2_silu_mul : scalar_silu_mul;
 	softmax_impl = isa == QUANT_AVX512 ? quant_avx512_softmax :
 	    isa == QUANT_AVX2 ? quant_avx2_softmax : scalar_softmax;
 	group_scores_impl = isa == QUANT_AVX512 ? quant_avx512_group_scores :

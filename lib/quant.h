@@ -156,6 +156,9 @@ void quant_group_scores(int q4, const void *groups, size_t group_bytes, int n_gr
 void quant_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
     const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate);
 
+/* SwiGLU: g[i] = silu(g[i]) * u[i] for i < n, with the kernels in use. */
+void quant_silu_mul(float *g, const float *u, size_t n);
+
 /* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
 void quant_softmax(float *x, int n, float scale);
 

@@ -293,6 +293,11 @@ quant_avx2_softmax(float *x, int n, float scale)
 	(void)x, (void)n, (void)scale;
 }
 void
+quant_avx2_silu_mul(float *g, const float *u, size_t n)
+{
+	(void)g, (void)u, (void)n;
+}
+void
 quant_avx2_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
 {

@@ -360,6 +360,29 @@ CAT(PREFIX, softmax)(float *x, int n, float scale)
 }
 
 /*
+ * SwiGLU's g[i] = g[i] / (1 + exp(-g[i])) * u[i], with the vector exp.
+ * exp's argument stops at 88, where it is near the largest float: below
+ * -88 the quotient is a few 1e-37 either way.
+ */
+void
+CAT(PREFIX, silu_mul)(float *g, const float *u, size_t n)
+{
+	VEC one = SET1(1.0f), lo = SET1(-88.0f), x;
+	size_t k;
+
+	for (k = 0; k + LANES <= n; k += LANES) {
+		x = LOADX(g + k);
+		x = DIV(x, ADD(one, EXP(SUB(ZERO(), MAX(x, lo)))));
+		STORE(g + k, MUL(x, LOADX(u + k)));
+	}
+	if (k < n) {
+		x = LOADX_TAIL(g + k, (int)(n - k));
+		x = DIV(x, ADD(one, EXP(SUB(ZERO(), MAX(x, lo)))));
+		STORE_TAIL(g + k, MUL(x, LOADX_TAIL(u + k, (int)(n - k))), (int)(n - k));
+	}
+}
+
+/*
  * The KV cache's attention kernels (quant.h says what they compute).
  * Group scores: the 32 positions of a group are 32 / LANES vectors of
  * accumulators per query; each channel's 32 quants are widened once and
