@@ -37,7 +37,7 @@
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32
-#define KV_TAIL 96	/* newest key rows kept in f16: a group and a batch of 64 */
+#define KV_TAIL 160	/* newest key rows kept in f16: a group and a batch of 128 (MODEL_BATCH) */
 
 /* "f32", "f16", "q8_0", "q4_0"; NULL for another number. */
 const char *kv_type_name(int type);

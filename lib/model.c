@@ -451,6 +451,9 @@ rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
  */
 #define ROWS_MIN 8
 
+/* A batch's grouped keys wait in the cache's f16 ring until their group is whole. */
+_Static_assert(KV_TAIL - KV_GROUP >= MODEL_BATCH, "KV_TAIL holds a group and a batch");
+
 struct rows_job {
 	float *out;		/* norms: out = norm(x) * weight; silu: out = silu(out) * x */
 	const float *x, *weight;

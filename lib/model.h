@@ -73,8 +73,13 @@ int model_load(struct model *m, const char *path);
 void model_free(struct model *m);
 void model_set_pool(struct model *m, struct pool *pool);
 
-/* Tokens a forward pass takes at once; longer prompts go in chunks. */
-#define MODEL_BATCH 64
+/*
+ * Tokens a forward pass takes at once; longer prompts go in chunks.  Each
+ * chunk reads every weight from memory once: 128 rather than 64 made a
+ * 512-token prefill 5-8% faster; the batch buffers are only resident as
+ * far as a batch fills them.
+ */
+#define MODEL_BATCH 128
 
 /*
  * Run tokens[0..n) at positions pos..pos+n-1 (0 <= pos <= kv->seq_len,

@@ -313,7 +313,8 @@ typed_clear_keeps_capacity_and_refills_alike(void)
 static void
 grouped_keys_refuse_going_far_back(void)
 {
-	float rows[64 * 32] = { 0 };
+	enum { MOST = KV_TAIL - KV_GROUP };	/* positions a write may take */
+	float rows[(MOST + 1) * 32] = { 0 };
 	struct kv kv;
 
 	kv_init_types(&kv, 1, 2, 16, 1000, 0, KV_Q8_0, KV_F32);
@@ -322,7 +323,8 @@ grouped_keys_refuse_going_far_back(void)
 	CHECK(kv_put_k(&kv, 0, 300, 1, rows, 32) == 0, "within the ring: %s", llm_err());
 	CHECK(kv_put_k(&kv, 0, 100, 1, rows, 32) < 0 && strstr(llm_err(), "cannot rewrite"),
 	    "went back to 100: %s", llm_err());
-	CHECK(kv_put_k(&kv, 0, 320, 65, rows, 32) < 0, "a write of 65 positions");
+	CHECK(kv_put_k(&kv, 0, 320, MOST + 1, rows, 32) < 0, "a write of %d positions", MOST + 1);
+	CHECK(kv_put_k(&kv, 0, 320, MOST, rows, 32) == 0, "a write of %d positions: %s", MOST, llm_err());
 	kv_free(&kv);
 }
 
