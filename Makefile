@@ -23,7 +23,7 @@ TESTLIBSRC = tests/ggufw.c tests/fixture.c
 TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
 TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/test_tok \
 	tests/test_snapshot tests/test_quant
-BENCHBIN = bench/membw
+BENCHBIN = bench/membw bench/fmapeak
 
 # Fuzz targets: each is a libFuzzer program under make fuzz, and a replay
 # program that make check runs over the regression corpus.
@@ -92,6 +92,10 @@ tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB)
 # The probe is built to read as fast as the machine can.
 bench/membw: bench/membw.c
 	$(CC) $(CPPFLAGS) -O3 -march=native -o $@ bench/membw.c $(LDLIBS)
+
+# The multiply-add peak picks its instructions at run time.
+bench/fmapeak: bench/fmapeak.c
+	$(CC) $(CPPFLAGS) -O2 -Wall -Wextra -o $@ bench/fmapeak.c $(LDLIBS)
 
 check: all $(TESTBIN) $(REPLAYBIN) tests/fuzz/mkseeds
 	sh tests/run.sh

@@ -248,6 +248,13 @@ echo "kv filled: the cache's resident bytes at the end; grow ms: time spent grow
 # in bench/tmp/ref-avx2 beside its AVX2 (haswell) kernels alone.
 ROUNDS=${BENCH_ROUNDS:-5}
 prompt 512 >"$TMP/p512"
+# The multiply-add peak of as many threads (bench/fmapeak), and the FLOP a
+# prompt token of N costs: 2 per weight of the 30 layers' matrices (576x576
+# twice, 576x192 twice, 576x1536 three times; the output matrix runs for
+# the last token only) and 2 per head dimension per earlier position for
+# scores and for values (9 heads of 64, (N - 1) / 2 on average).
+peak=$(bench/fmapeak "$th")
+flop() { awk -v n="$1" 'BEGIN { printf "%.0f", 2 * 30 * (2 * 576 * 576 + 2 * 576 * 192 + 3 * 576 * 1536) + 4 * 30 * 9 * 64 * (n - 1) / 2 }'; }
 refdir=$(dirname "$REF")
 if [ -x "$REF" ] && [ -f "$refdir/libggml-cpu-haswell.so" ]; then
 	mkdir -p "$TMP/ref-avx2"
@@ -267,9 +274,12 @@ vs() {
 	[ "$1" = avx2 ] && ref=$TMP/ref-avx2/llama-bench
 	case $3 in
 	dec64) in=p1 n=64 key=decode_tok_s rargs="-p 0 -n 64" ;;
-	pp128) in=p128 n=1 key=prefill_tok_s rargs="-p 128 -n 0" ;;
-	pp512) in=p512 n=1 key=prefill_tok_s rargs="-p 512 -n 0" ;;
+	pp128) in=p128 n=1 key=prefill_tok_s rargs="-p 128 -n 0" fl=$(flop 128) ;;
+	pp512) in=p512 n=1 key=prefill_tok_s rargs="-p 512 -n 0" fl=$(flop 512) ;;
 	esac
+	pk=$peak
+	[ "$1" = avx2 ] && pk=$(LLM_ISA=avx2 bench/fmapeak "$th")
+	[ "$3" = dec64 ] && pk=0
 	: >"$TMP/vs"
 	for r in $(seq "$ROUNDS"); do
 		LLM_ISA=$1 $D -m "$mm" -t "$th" -n $n --warmup --ignore-eos --greedy --stats-json \
@@ -282,26 +292,30 @@ vs() {
 	sort -n -k1,1 "$TMP/vs" | awk '{ print $1 }' >"$TMP/vs-ours"
 	awk '$2 != "-" { print $1 / $2 }' "$TMP/vs" | sort -n >"$TMP/vs-ratio"
 	awk '$2 != "-" { print $2 }' "$TMP/vs" | sort -n >"$TMP/vs-theirs"
-	awk -v isa="$1" -v ty="$2" -v t="$3" -v sep="$vsep" -v json="$JSON" -v FILES="$TMP/" '
+	awk -v isa="$1" -v ty="$2" -v t="$3" -v sep="$vsep" -v json="$JSON" -v FILES="$TMP/" -v pk="$pk" -v fl="${fl:-0}" '
 	function median(f,   n, v, line) { n = 0; while ((getline line <f) > 0) v[++n] = line; close(f)
 		if (!n) return -1; return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
 	function lo(f,   line) { getline line <f; close(f); return line }
 	function hi(f,   line, last) { while ((getline line <f) > 0) last = line; close(f); return last }
 	BEGIN {
 		o = median(FILES "vs-ours"); r = median(FILES "vs-theirs"); q = median(FILES "vs-ratio")
+		# the share of the multiply-add peak, for prefill
+		po = pk > 0 ? sprintf("%5.0f%%", 100 * o * fl / pk) : "     -"
+		pr = pk > 0 && r > 0 ? sprintf("%5.0f%%", 100 * r * fl / pk) : "     -"
 		if (q < 0)
-			printf "%-7s %-9s %-6s %9.1f %9s %7s %15s\n", isa, ty, t, o, "-", "-", "-"
+			printf "%-7s %-9s %-6s %9.1f %9s %7s %15s %s %s\n", isa, ty, t, o, "-", "-", "-", po, pr
 		else
-			printf "%-7s %-9s %-6s %9.1f %9.1f %6.2fx %7.2f-%.2fx\n", isa, ty, t, o, r, q,
-			    lo(FILES "vs-ratio"), hi(FILES "vs-ratio")
-		printf "%s{\"isa\":\"%s\",\"type\":\"%s\",\"test\":\"%s\",\"tok_s\":%.2f,\"llama_cpp_tok_s\":%.2f,\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f}",
-		    sep, isa, ty, t, o, r, q, q < 0 ? -1 : lo(FILES "vs-ratio"), q < 0 ? -1 : hi(FILES "vs-ratio") >>json
+			printf "%-7s %-9s %-6s %9.1f %9.1f %6.2fx %7.2f-%.2fx %s %s\n", isa, ty, t, o, r, q,
+			    lo(FILES "vs-ratio"), hi(FILES "vs-ratio"), po, pr
+		printf "%s{\"isa\":\"%s\",\"type\":\"%s\",\"test\":\"%s\",\"tok_s\":%.2f,\"llama_cpp_tok_s\":%.2f,\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f,\"pct_of_fma_peak\":%.1f}",
+		    sep, isa, ty, t, o, r, q, q < 0 ? -1 : lo(FILES "vs-ratio"), q < 0 ? -1 : hi(FILES "vs-ratio"),
+		    (pk > 0 ? 100 * o * fl / pk : -1) >>json
 	}'
 	vsep=,
 }
 echo
 echo "against llama.cpp ($th threads, $ROUNDS alternating rounds; medians, and the range of the ratio)"
-printf '%-7s %-9s %-6s %9s %9s %7s %15s\n' isa type test "llm/s" "llama/s" ratio range
+printf '%-7s %-9s %-6s %9s %9s %7s %15s %6s %6s\n' isa type test "llm/s" "llama/s" ratio range "%peak" "llama"
 printf ',"vs_llama_cpp":[' >>"$JSON"
 vsep=
 for isa in $ISAS; do
@@ -312,6 +326,7 @@ for isa in $ISAS; do
 	done
 done
 printf ']' >>"$JSON"
+echo "%peak: prefill's multiply-adds per second (weights and attention) over bench/fmapeak's peak of $th threads, ours and llama.cpp's"
 
 # Threads under load (issue 9): decode with the default thread count while
 # one busy process per CPU competes for the cores, against the same run idle.
