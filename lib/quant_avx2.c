@@ -19,8 +19,8 @@ extern float quant_f16_table[1 << 16];
 
 #define VEC __m256
 #define LANES 8
-#define ROWS 4
-#define TOKS 2
+#define ROWS 3	/* 3 rows by 4 tokens: 12 accumulators, 3 weights and a token in the 16 registers */
+#define TOKS 4
 #define PREFIX quant_avx2_
 #define ZERO() _mm256_setzero_ps()
 #define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
