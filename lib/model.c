@@ -504,6 +504,13 @@ struct matvec {
 	const struct weight *w;
 };
 
+/*
+ * Below this many multiply-adds a step runs on the calling thread: a
+ * hand-off costs microseconds, more than the work (stories260K's
+ * matrices), and far more when another process holds a core.
+ */
+#define INLINE_MACS (1 << 16)
+
 struct matmul_job {
 	const struct matvec *mv;
 	int n;
@@ -542,7 +549,10 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 
 	for (i = 0; i < n; i++)
 		job.total_rows += mv[i].w->rows;
-	pool_run(m->pool, matmul_worker, &job);
+	if ((long long)job.total_rows * mv[0].w->cols * T < INLINE_MACS)
+		matmul_worker(&job, 0, 1);
+	else
+		pool_run(m->pool, matmul_worker, &job);
 }
 
 /*
@@ -765,9 +775,9 @@ attention_worker(void *arg, int ith, int nth)
  * third of the time.  Each score, weight and output is computed with the
  * same operations as there (kernels compute an output alike whatever its
  * company), so the bits are the same; only the two extra hand-offs
- * differ, which pay from SPLIT_MIN positions on.
+ * differ, which pay from SPLIT_MIN cached floats on.
  */
-#define SPLIT_MIN 512
+#define SPLIT_MIN (512 * 192)	/* cached floats a layer's keys take: SmolLM2's 512 positions */
 
 static void
 split_scores(void *arg, int ith, int nth)
@@ -863,8 +873,14 @@ attention(struct model *m, struct attn_job *job)
 	const struct model_config *c = &m->c;
 	int nth = pool_threads(m->pool);
 
+	long long work = (long long)job->n * kv_seen(job->kv, job->pos) * c->n_heads * c->head_dim;
+
+	if (work < INLINE_MACS) {
+		attention_worker(job, 0, 1);
+		return;
+	}
 	/* the split needs a row of att per query head */
-	if (job->n == 1 && nth > 1 && kv_seen(job->kv, job->pos) >= SPLIT_MIN &&
+	if (job->n == 1 && nth > 1 && (long long)kv_seen(job->kv, job->pos) * c->kv_dim >= SPLIT_MIN &&
 	    c->n_kv_heads <= nth * ATTN_TILE) {
 		pool_run(m->pool, split_scores, job);
 		pool_run(m->pool, split_softmax, job);
