@@ -101,6 +101,10 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 		float *tile = quant_scratch((size_t)ROWS * cols);                        \
 		for (; r + ROWS <= r1; r += ROWS) {                                      \
 			CAT(PREFIX, widen_##TYPE)(w + (size_t)r * row_bytes, row_bytes, ROWS, cols, tile); \
+			/* the next tile's rows come from memory while this one computes */ \
+			if (r + 2 * ROWS <= r1)                                          \
+				for (size_t b = 0; b < ROWS * row_bytes; b += 64)        \
+					_mm_prefetch(w + (size_t)(r + ROWS) * row_bytes + b, _MM_HINT_T1); \
 			CAT(PREFIX, gemm_f32)((const char *)tile, (size_t)cols * 4, 0, ROWS, cols, \
 			    x, ldx, T, out + r, ldo);                                    \
 		}                                                                        \
