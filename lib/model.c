@@ -768,14 +768,14 @@ attention_worker(void *arg, int ith, int nth)
 
 /*
  * One token over a long cache, in three balanced steps: scores by KV head
- * and slice of positions (of groups, for grouped keys), the f16 rows,
- * window and softmax by query head, values by KV head and block of 32
- * dimensions.  attention_worker gives each thread
- * whole KV heads, so with 3 of them on 2 threads one thread idles a
- * third of the time.  Each score, weight and output is computed with the
- * same operations as there (kernels compute an output alike whatever its
- * company), so the bits are the same; only the two extra hand-offs
- * differ, which pay from SPLIT_MIN cached floats on.
+ * and slice of positions (of groups, for grouped keys); the f16 rows,
+ * window and softmax by query head; values by KV head and block of 32
+ * dimensions.  attention_worker gives each thread whole KV heads, so with
+ * 3 of them on 2 threads one thread idles a third of the time.  Each
+ * score, weight and output is computed with the same operations as there
+ * (kernels compute an output alike whatever its company), so the bits are
+ * the same; only the two extra hand-offs differ, which pay from SPLIT_MIN
+ * cached floats on.
  */
 #define SPLIT_MIN (512 * 192)	/* cached floats a layer's keys take: SmolLM2's 512 positions */
 
@@ -872,7 +872,6 @@ attention(struct model *m, struct attn_job *job)
 {
 	const struct model_config *c = &m->c;
 	int nth = pool_threads(m->pool);
-
 	long long work = (long long)job->n * kv_seen(job->kv, job->pos) * c->n_heads * c->head_dim;
 
 	if (work < INLINE_MACS) {
