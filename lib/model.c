@@ -443,16 +443,29 @@ rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 
 
 /*
+ * Below this many multiply-adds a step runs on the calling thread: a
+ * hand-off costs microseconds, more than the work (stories260K's
+ * matrices, a decode step's norms), and far more when another process
+ * holds a core.
+ */
+#define INLINE_MACS (1 << 16)
+
+/* Run fn on the pool, or on the calling thread if its work is too small to hand off. */
+static void
+run(struct model *m, pool_fn fn, void *arg, long long work)
+{
+	if (work < INLINE_MACS)
+		fn(arg, 0, 1);
+	else
+		pool_run(m->pool, fn, arg);
+}
+
+/*
  * The per-token steps of a batch, shared among the threads by tokens:
  * RMS norms, and SwiGLU's silu(gate) * up.  Each token's row is computed
- * alone, so the bits do not depend on the split.  Fewer than
- * ROWS_MIN tokens (decode) stay on the calling thread: a hand-off costs
- * more than they do.
+ * alone, so the bits do not depend on the split.
  */
-#define ROWS_MIN 8
-
-/* A batch's grouped keys wait in the cache's f16 ring until their group is whole. */
-_Static_assert(KV_TAIL - KV_GROUP >= MODEL_BATCH, "KV_TAIL holds a group and a batch");
+#define ROW_COST 8	/* multiply-adds an element of a norm or a silu is worth */
 
 struct rows_job {
 	float *out;		/* norms: out = norm(x) * weight; silu: out = silu(out) * x */
@@ -487,10 +500,7 @@ rows(struct model *m, pool_fn fn, float *out, const float *x, const float *weigh
 {
 	struct rows_job job = { out, x, weight, n, len, eps };
 
-	if (n < ROWS_MIN)
-		fn(&job, 0, 1);
-	else
-		pool_run(m->pool, fn, &job);
+	run(m, fn, &job, (long long)n * len * ROW_COST);
 }
 
 /*
@@ -503,13 +513,6 @@ struct matvec {
 	size_t ldo;
 	const struct weight *w;
 };
-
-/*
- * Below this many multiply-adds a step runs on the calling thread: a
- * hand-off costs microseconds, more than the work (stories260K's
- * matrices), and far more when another process holds a core.
- */
-#define INLINE_MACS (1 << 16)
 
 struct matmul_job {
 	const struct matvec *mv;
@@ -549,10 +552,7 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 
 	for (i = 0; i < n; i++)
 		job.total_rows += mv[i].w->rows;
-	if ((long long)job.total_rows * mv[0].w->cols * T < INLINE_MACS)
-		matmul_worker(&job, 0, 1);
-	else
-		pool_run(m->pool, matmul_worker, &job);
+	run(m, matmul_worker, &job, (long long)job.total_rows * mv[0].w->cols * T);
 }
 
 /*
@@ -613,6 +613,38 @@ struct attn_job {
 /* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
 #define ATTN_TILE 16
 
+/* Where KV head kvh's keys start in a layer: its part of the first row, or of the first group. */
+static const char *
+head_keys(const struct model *m, const struct kv *kv, int layer, int kvh)
+{
+	return (const char *)kv_unit(kv, 0, layer, 0) +
+	    (size_t)kvh * m->c.head_dim * (kv->k_unit / m->c.kv_dim);
+}
+
+/* Grouped keys: the complete groups a query at pos reads; once a window's ring is full, all. */
+static int
+complete_groups(const struct kv *kv, int pos)
+{
+	return pos / KV_GROUP < kv->slots / KV_GROUP ? pos / KV_GROUP : kv->slots / KV_GROUP;
+}
+
+/*
+ * Grouped keys: scores of heads queries (head_dim apart) at pos against
+ * the f16 rows of its own group, into att (att_cap apart) at their slots.
+ * A group's rows never wrap in the ring, which is whole groups long; in
+ * a ring that has wrapped they take the slots of an older group, so they
+ * are scored after the groups, whose scores they replace.
+ */
+static void
+tail_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int pos,
+    const float *q, int heads, float *att)
+{
+	int hd = m->c.head_dim, r0 = pos / KV_GROUP * KV_GROUP;
+
+	quant_gemm(GGML_F16, kv_tail_row(kv, layer, r0) + (size_t)kvh * hd, (size_t)m->c.kv_dim * 2,
+	    0, pos - r0 + 1, hd, q, (size_t)hd, heads, att + kv_slot(kv, r0), (size_t)m->att_cap);
+}
+
 /*
  * Scores of nq queries (head_dim floats each, contiguous, group per
  * token) of tokens at positions first..last against the cached slots
@@ -626,27 +658,20 @@ attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh,
 {
 	const struct model_config *c = &m->c;
 	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim;
-	int nq = (last - first + 1) * group, t, g0, groups;
+	int nq = (last - first + 1) * group, t, groups;
 
 	if (!kv->tail) {
-		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32,
-		    (const char *)kv_unit(kv, 0, layer, 0) + kvh * hd * (kv->k_unit / c->kv_dim),
+		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, head_keys(m, kv, layer, kvh),
 		    kv->k_unit, 0, kv_seen(kv, last), (int)hd, q, hd, nq, att, ld);
 		return;
 	}
-	/* the complete groups; once a window's ring is full, every unit holds one */
-	groups = last / KV_GROUP < kv->slots / KV_GROUP ? last / KV_GROUP : kv->slots / KV_GROUP;
+	groups = complete_groups(kv, last);
 	if (groups > 0)
-		quant_group_scores(kv->k_type == KV_Q4_0,
-		    (const char *)kv_unit(kv, 0, layer, 0) + kvh * hd * (kv->k_unit / c->kv_dim),
+		quant_group_scores(kv->k_type == KV_Q4_0, head_keys(m, kv, layer, kvh),
 		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
-	for (t = first; t <= last; t++) {
-		/* a group's rows never wrap in the ring, which is whole groups long */
-		g0 = t / KV_GROUP * KV_GROUP;
-		quant_gemm(GGML_F16, kv_tail_row(kv, layer, g0) + kvh * hd, (size_t)c->kv_dim * 2,
-		    0, t - g0 + 1, (int)hd, q + (size_t)(t - first) * group * hd, hd, group,
-		    att + (size_t)(t - first) * group * ld + kv_slot(kv, g0), ld);
-	}
+	for (t = first; t <= last; t++)
+		tail_scores(m, kv, layer, kvh, t, q + (size_t)(t - first) * group * hd, group,
+		    att + (size_t)(t - first) * group * ld);
 }
 
 /*
@@ -791,8 +816,7 @@ split_scores(void *arg, int ith, int nth)
 
 	for (w = ith; w < c->n_kv_heads * nth; w += nth) {
 		int kvh = w / nth, piece = w % nth;
-		const char *keys = (const char *)kv_unit(kv, 0, job->layer, 0) +
-		    (size_t)kvh * hd * (kv->k_unit / c->kv_dim);
+		const char *keys = head_keys(m, kv, job->layer, kvh);
 		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd;
 		float *att = m->att + (size_t)kvh * group * m->att_cap;
 		if (!kv->tail) {
@@ -803,8 +827,7 @@ split_scores(void *arg, int ith, int nth)
 			continue;
 		}
 		/* grouped keys: a slice of the complete groups (split_softmax scores the f16 rows) */
-		int groups = job->pos / KV_GROUP < kv->slots / KV_GROUP ?
-		    job->pos / KV_GROUP : kv->slots / KV_GROUP;
+		int groups = complete_groups(kv, job->pos);
 		int g0 = (int)((long long)groups * piece / nth), g1 = (int)((long long)groups * (piece + 1) / nth);
 		if (g1 > g0)
 			quant_group_scores(kv->k_type == KV_Q4_0, keys + (size_t)g0 * kv->k_unit, kv->k_unit,
@@ -825,17 +848,8 @@ split_softmax(void *arg, int ith, int nth)
 		const struct kv *kv = job->kv;
 		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)h * hd;
 		float *att = m->att + (size_t)h * m->att_cap;
-		if (kv->tail) {
-			/*
-			 * The f16 rows of the token's own group, after the groups:
-			 * in a ring that has wrapped they take the slots of an
-			 * older group, whose scores they replace.
-			 */
-			int r0 = job->pos / KV_GROUP * KV_GROUP;
-			quant_gemm(GGML_F16, kv_tail_row(kv, job->layer, r0) + (size_t)(h / group) * hd,
-			    (size_t)c->kv_dim * 2, 0, job->pos - r0 + 1, hd, q, (size_t)hd, 1,
-			    att + kv_slot(kv, r0), (size_t)m->att_cap);
-		}
+		if (kv->tail)	/* after the groups, which split_scores has done */
+			tail_scores(m, kv, job->layer, h / group, job->pos, q, 1, att);
 		attention_window(m, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
 		quant_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
 	}
@@ -872,22 +886,20 @@ attention(struct model *m, struct attn_job *job)
 {
 	const struct model_config *c = &m->c;
 	int nth = pool_threads(m->pool);
-	long long work = (long long)job->n * kv_seen(job->kv, job->pos) * c->n_heads * c->head_dim;
+	long long seen = kv_seen(job->kv, job->pos);
 
-	if (work < INLINE_MACS) {
-		attention_worker(job, 0, 1);
-		return;
-	}
 	/* the split needs a row of att per query head */
-	if (job->n == 1 && nth > 1 && (long long)kv_seen(job->kv, job->pos) * c->kv_dim >= SPLIT_MIN &&
-	    c->n_kv_heads <= nth * ATTN_TILE) {
+	if (job->n == 1 && nth > 1 && seen * c->kv_dim >= SPLIT_MIN && c->n_kv_heads <= nth * ATTN_TILE) {
 		pool_run(m->pool, split_scores, job);
 		pool_run(m->pool, split_softmax, job);
 		pool_run(m->pool, split_values, job);
 		return;
 	}
-	pool_run(m->pool, attention_worker, job);
+	run(m, attention_worker, job, job->n * seen * c->n_heads * c->head_dim);
 }
+
+/* A batch's grouped keys wait in the cache's f16 ring until their group is whole. */
+_Static_assert(KV_TAIL - KV_GROUP >= MODEL_BATCH, "KV_TAIL holds a group and a batch");
 
 /*
  * The batch pass.  Logits: none (all_logits NULL, want_logits 0), the last
