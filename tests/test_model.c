@@ -19,18 +19,27 @@
 
 static char path[256];
 
+/* Write a fixture as NAME in the tests' scratch folder; its path. */
+static const char *
+write_fixture(const struct fixture *f, const char *name)
+{
+	const char *dir = getenv("LLM_TEST_TMP");
+
+	snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/tmp", name);
+	if (fixture_write(f, path) < 0)
+		die(1, "%s:", path);
+	return path;
+}
+
 static const char *
 tiny_model(uint32_t type)
 {
 	struct fixture f;
-	const char *dir = getenv("LLM_TEST_TMP");
+	char name[64];
 
 	fixture_tiny(&f, type);
-	snprintf(path, sizeof path, "%s/tiny-%s.gguf", dir ? dir : "tests/tmp",
-	    gguf_type_name(type));
-	if (fixture_write(&f, path) < 0)
-		die(1, "%s:", path);
-	return path;
+	snprintf(name, sizeof name, "tiny-%s.gguf", gguf_type_name(type));
+	return write_fixture(&f, name);
 }
 
 /* ---- an independent reference: the whole sequence at once, no cache, in double ---- */
@@ -193,32 +202,46 @@ ref_forward(const struct model *m, const int *ids, int n)
 	return ref_forward_window(m, ids, n, 0, 0);
 }
 
+/* The tokens one at a time from position 0: the worst relative logit error against ref. */
+static double
+worst_against_reference(struct model *m, struct kv *kv, const int *ids, int n, const double *ref)
+{
+	size_t V = (size_t)m->c.vocab_size;
+	double worst = 0;
+	int err, t;
+
+	for (t = 0; t < n; t++) {
+		float *logits = model_forward(m, kv, ids[t], t, 1, &err);
+		double maxabs = 0, maxdiff = 0;
+
+		CHECK(!err && logits, "%s", llm_err());
+		if (!logits)
+			return INFINITY;
+		for (size_t i = 0; i < V; i++) {
+			double r = ref[(size_t)t * V + i];
+			maxabs = worst_of(maxabs, fabs(r));
+			maxdiff = worst_of(maxdiff, fabs(logits[i] - r));
+		}
+		worst = worst_of(worst, maxdiff / maxabs);
+	}
+	return worst;
+}
+
 static void
 cached_decoding_matches_uncached_reference(uint32_t type)
 {
 	enum { N = 40 };
 	struct model m;
 	struct kv kv;
-	int ids[N], err, t, i;
-	double *ref, worst = 0;
+	int ids[N], t;
+	double *ref, worst;
 
 	CHECK(model_load(&m, tiny_model(type)) == 0, "%s", llm_err());
 	kv_init(&kv, m.c.n_layers, m.c.kv_dim, m.c.context_length, 0);
 	for (t = 0; t < N; t++)
 		ids[t] = (t * 7919 + 3) % m.c.vocab_size;
 	ref = ref_forward(&m, ids, N);
-	for (t = 0; t < N; t++) {
-		float *logits = model_forward(&m, &kv, ids[t], t, 1, &err);
-		double maxabs = 0, maxdiff = 0;
-
-		CHECK(!err, "%s", llm_err());
-		for (i = 0; i < m.c.vocab_size; i++) {
-			double r = ref[(size_t)t * m.c.vocab_size + i];
-			maxabs = worst_of(maxabs, fabs(r));
-			maxdiff = worst_of(maxdiff, fabs(logits[i] - r));
-		}
-		worst = worst_of(worst, maxdiff / maxabs);
-	}
+	worst = worst_against_reference(&m, &kv, ids, N, ref);
 	CHECK(worst <= 1e-4, "%s: relative logit error %g", gguf_type_name(type), worst);
 	free(ref);
 	kv_free(&kv);
@@ -319,10 +342,7 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 	f.minimal_keys = 1;
 	f.n_kv_heads = f.n_heads;	/* what the absent key means */
 	f.tied = 1;
-	snprintf(path, sizeof path, "%s/minimal.gguf",
-	    getenv("LLM_TEST_TMP") ? getenv("LLM_TEST_TMP") : "tests/tmp");
-	CHECK(fixture_write(&f, path) == 0, "write");
-	CHECK(model_load(&m, path) == 0, "%s", llm_err());
+	CHECK(model_load(&m, write_fixture(&f, "minimal.gguf")) == 0, "%s", llm_err());
 	CHECK(m.c.rope_base == 10000.0f, "rope base %g", m.c.rope_base);
 	CHECK(m.c.n_kv_heads == m.c.n_heads, "kv heads %d", m.c.n_kv_heads);
 	CHECK(m.c.rope_dim == m.c.head_dim, "rope dim %d", m.c.rope_dim);
@@ -704,17 +724,13 @@ long_decode_split_is_bitwise_one_thread(void)
 	struct model mm;
 	struct kv kv;
 	struct pool *one = pool_create(1), *two = pool_create(2);
-	char path[4096];
-	const char *dir = getenv("LLM_TEST_TMP");
 	int ids[N], err, i, t, run;
 	size_t V;
 	float *logits[3];
 
 	fixture_tiny(&f, GGML_Q8_0);
 	f.dim = 192, f.n_heads = 3, f.n_kv_heads = 3, f.n_layers = 2, f.ctx = 2048;
-	snprintf(path, sizeof path, "%s/split-q8_0.gguf", dir ? dir : "tests/tmp");
-	CHECK(fixture_write(&f, path) == 0, "%s", path);
-	CHECK(model_load(&mm, path) == 0, "%s", llm_err());
+	CHECK(model_load(&mm, write_fixture(&f, "split-q8_0.gguf")) == 0, "%s", llm_err());
 	CHECK(mm.c.head_dim == 64 && mm.c.n_kv_heads == 3, "head_dim %d", mm.c.head_dim);
 	V = (size_t)mm.c.vocab_size;
 	for (run = 0; run < 3; run++)
@@ -856,17 +872,16 @@ families_match_the_reference(void)
 	struct fixture f;
 	struct model mm;
 	struct kv kv;
-	int ids[N], i, t, err, a;
+	int ids[N], t, a;
 	double *ref, worst;
+	char name[64];
 
 	for (a = 0; a < NA; a++) {
 		fixture_tiny(&f, GGML_F32);
 		f.arch = arch[a];
 		f.rope_freqs = freqs[a];
-		snprintf(path, sizeof path, "%s/family-%d.gguf", getenv("LLM_TEST_TMP") ?
-		    getenv("LLM_TEST_TMP") : "tests/tmp", a);
-		CHECK(fixture_write(&f, path) == 0, "%s", path);
-		CHECK(model_load(&mm, path) == 0, "%s: %s", arch[a], llm_err());
+		snprintf(name, sizeof name, "family-%d.gguf", a);
+		CHECK(model_load(&mm, write_fixture(&f, name)) == 0, "%s: %s", arch[a], llm_err());
 		CHECK(mm.c.rope_neox == (a != 1) && (mm.rope_factors != NULL) == freqs[a] &&
 		    (mm.layers[0].bq != NULL) == (a == 0 || a == 2) &&
 		    (mm.layers[0].q_norm != NULL) == (a == 3) && mm.c.fused == (a == 4) &&
@@ -875,18 +890,7 @@ families_match_the_reference(void)
 			ids[t] = (t * 7919 + 3) % mm.c.vocab_size;
 		ref = ref_forward(&mm, ids, N);
 		kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 512, 0);
-		worst = 0;
-		for (t = 0; t < N; t++) {
-			float *logits = model_forward(&mm, &kv, ids[t], t, 1, &err);
-			double maxabs = 0, maxdiff = 0;
-			CHECK(!err, "%s", llm_err());
-			for (i = 0; i < mm.c.vocab_size; i++) {
-				double r = ref[(size_t)t * mm.c.vocab_size + i];
-				maxabs = worst_of(maxabs, fabs(r));
-				maxdiff = worst_of(maxdiff, fabs(logits[i] - r));
-			}
-			worst = worst_of(worst, maxdiff / maxabs);
-		}
+		worst = worst_against_reference(&mm, &kv, ids, N, ref);
 		CHECK(worst <= 1e-4, "%s%s: relative logit error %g", arch[a],
 		    freqs[a] ? " with rope_freqs" : "", worst);
 		free(ref);
@@ -895,8 +899,7 @@ families_match_the_reference(void)
 	}
 	fixture_tiny(&f, GGML_F32);
 	f.extra = "blk.0.attn_q.bias";
-	CHECK(fixture_write(&f, path) == 0, "%s", path);
-	CHECK(model_load(&mm, path) < 0 && strcmp(llm_err(), "tensor blk.0.attn_q.bias is not used "
+	CHECK(model_load(&mm, write_fixture(&f, "extra.gguf")) < 0 && strcmp(llm_err(), "tensor blk.0.attn_q.bias is not used "
 	    "by the llama forward pass of this build") == 0, "an unused tensor: '%s'", llm_err());
 }
 
