@@ -412,19 +412,28 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 	return END_DONE;
 }
 
-/* One input's embedding on a line: dim floats, exact (%.9g), space-separated. */
+/*
+ * The embedding of the token ids in fp (where names it in errors) on a
+ * line: dim floats, exact (%.9g), space-separated.
+ */
 static int
-embed_one(struct run *r, const int *ids, int n, int pooling, int normalize, float *out,
-    const char *where)
+embed_one(struct run *r, FILE *fp, const char *where, int pooling, int normalize, float *out)
 {
-	int d;
+	struct tokstream ts;
+	int *ids, n, d, status = 0;
 
+	tokstream_init(&ts, fp, r->m.c.vocab_size);
+	if (tokstream_read_all(&ts, &ids, &n) < 0)
+		die(1, "%s: %s", where, llm_err());
+	if (n == 0)
+		die(1, "%s: no tokens to embed", where);
 	if (model_embed(&r->m, &r->kv, ids, n, pooling, normalize, out) < 0)
 		die(1, "%s: %s", where, llm_err());
-	for (d = 0; d < r->m.c.dim; d++)
+	free(ids);
+	for (d = 0; d < r->m.c.dim && status == 0; d++)
 		if (printf(d ? " %.9g" : "%.9g", out[d]) < 0)
-			return -1;
-	return putchar('\n') == EOF || fflush(stdout) == EOF ? -1 : 0;
+			status = -1;
+	return status < 0 || putchar('\n') == EOF || fflush(stdout) == EOF ? -1 : 0;
 }
 
 /*
@@ -434,36 +443,22 @@ embed_one(struct run *r, const int *ids, int n, int pooling, int normalize, floa
 static int
 embed_inputs(struct run *r, int pooling, int normalize, int lines)
 {
-	struct tokstream ts;
 	float *out = xmalloc((size_t)r->m.c.dim * sizeof *out);
 	char *line = NULL, where[64];
 	size_t cap = 0;
 	long no = 0;
-	int *ids, n, status = 0;
+	int status = 0;
 	FILE *fp;
 
-	if (!lines) {
-		tokstream_init(&ts, stdin, r->m.c.vocab_size);
-		if (tokstream_read_all(&ts, &ids, &n) < 0)
-			die(1, "stdin: %s", llm_err());
-		if (n == 0)
-			die(1, "stdin: no tokens to embed");
-		status = embed_one(r, ids, n, pooling, normalize, out, "stdin");
-		free(ids);
-	}
+	if (!lines)
+		status = embed_one(r, stdin, "stdin", pooling, normalize, out);
 	while (lines && status == 0 && getline(&line, &cap, stdin) > 0) {
 		no++;
 		snprintf(where, sizeof where, "stdin: line %ld", no);
 		if (!(fp = fmemopen(line, strlen(line), "r")))
 			die(1, "%s:", where);
-		tokstream_init(&ts, fp, r->m.c.vocab_size);
-		if (tokstream_read_all(&ts, &ids, &n) < 0)
-			die(1, "%s: %s", where, llm_err());
+		status = embed_one(r, fp, where, pooling, normalize, out);
 		fclose(fp);
-		if (n == 0)
-			die(1, "%s: no tokens to embed", where);
-		status = embed_one(r, ids, n, pooling, normalize, out, where);
-		free(ids);
 	}
 	if (ferror(stdin))
 		die(1, "stdin:");
