@@ -33,7 +33,14 @@ chat_parse(const char *name)
 const char *
 chat_names(void)
 {
-	return "chatml, llama3, llama2, zephyr, phi3, gemma";
+	static char list[64];	/* every name and ", " between them */
+
+	if (!list[0])
+		for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+			strcat(list, i ? ", " : "");
+			strcat(list, names[i]);
+		}
+	return list;
 }
 
 static int
