@@ -144,32 +144,20 @@ main(int argc, char *argv[])
 	if (t.warning[0] && !quiet)
 		warnx_("%s: %s", path, t.warning);
 
-	if (chat) {
-		if (family == CHAT_NONE && (family = chat_detect(&g)) == CHAT_NONE)
-			die(1, "%s: no chat template recognized in tokenizer.chat_template; give "
-			    "--template with one of %s", path, chat_names());
-		if (buf_read_all(&text, stdin) < 0)
-			die(1, "stdin:");
-		if (chat_read(text.s ? text.s : "", text.n, &msgs, &n_msgs) < 0)
-			die(1, "stdin: %s", llm_err());
-		if (bos < 0)
-			bos = t.add_bos;
-		if (bos && t.bos >= 0)
-			ids_push(&ids, t.bos);
-		if (chat_render(&t, family, msgs, n_msgs, &ids) < 0)
-			die(1, "%s", llm_err());
-		chat_free(msgs, n_msgs);
-		for (k = 0; k < ids.n; k++)
-			if (printf("%d\n", ids.v[k]) < 0)
-				die(1, "stdout:");
-		if (fflush(stdout) == EOF)
-			die(1, "stdout:");
-	} else if (vocab) {
+	if (vocab) {
 		list_vocab(&t);
 	} else if (decode) {
 		detokenize(&t, special);
 	} else {
-		if (optind < argc) {
+		if (chat) {
+			if (family == CHAT_NONE && (family = chat_detect(&g)) == CHAT_NONE)
+				die(1, "%s: no chat template recognized in tokenizer.chat_template; give "
+				    "--template with one of %s", path, chat_names());
+			if (buf_read_all(&text, stdin) < 0)
+				die(1, "stdin:");
+			if (chat_read(text.s ? text.s : "", text.n, &msgs, &n_msgs) < 0)
+				die(1, "stdin: %s", llm_err());
+		} else if (optind < argc) {
 			for (i = optind; i < argc; i++) {
 				if (i > optind)
 					buf_add(&text, " ", 1);
@@ -182,12 +170,19 @@ main(int argc, char *argv[])
 			bos = t.add_bos;
 		if (bos && t.bos < 0)
 			die(1, "%s: the vocabulary has no BOS token", path);
-		if ((eos || t.add_eos) && t.eos < 0)
+		/* a conversation ends where the assistant's turn opens: no EOS */
+		eos = !chat && (eos || t.add_eos);
+		if (eos && t.eos < 0)
 			die(1, "%s: the vocabulary has no EOS token", path);
 		if (bos)
 			ids_push(&ids, t.bos);
-		tok_encode(&t, text.s ? text.s : "", text.n, special, &ids);
-		if (eos || t.add_eos)
+		if (!chat)
+			tok_encode(&t, text.s ? text.s : "", text.n, special, &ids);
+		else if (chat_render(&t, family, msgs, n_msgs, &ids) < 0)
+			die(1, "%s", llm_err());
+		else
+			chat_free(msgs, n_msgs);
+		if (eos)
 			ids_push(&ids, t.eos);
 		for (k = 0; k < ids.n; k++)
 			if (printf("%d\n", ids.v[k]) < 0)
