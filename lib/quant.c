@@ -407,18 +407,6 @@ quant_row_bytes(uint32_t type, size_t n)
 	return n / ti->block * ti->bytes;
 }
 
-void
-quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
-}
-
 /*
  * Each type's weights, exactly as ggml's dequantizers compute them:
  * products and sums in f32, left to right, each rounded.

@@ -63,30 +63,49 @@ nibbles(__m128i bytes, int high)
 	return _mm512_cvtepu8_epi32(_mm_and_si128(bytes, _mm_set1_epi8(0x0f)));
 }
 
+/*
+ * 4-bit weights by table: the 16 values a block can hold, computed once
+ * with the same operations as one at a time (so the same bits), then
+ * looked up by nibble.  vpermps reads only an index's low 4 bits, so the
+ * low nibbles need no mask.
+ */
+static inline __attribute__((always_inline)) __m512
+by_nibble(__m128i bytes, int high, __m512 table)
+{
+	__m512i i = _mm512_cvtepu8_epi32(bytes);
+
+	return _mm512_permutexvar_ps(high ? _mm512_srli_epi32(i, 4) : i, table);
+}
+#define NIBBLE_VALUES _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+
 /* q4_0: d * (q - 8) */
 static inline __attribute__((always_inline)) __m512
 load_q4_0(const void *row, int k)
 {
 	const struct block_q4_0 *b = (const struct block_q4_0 *)row + k / 32;
-	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
+	__m512 table = _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
+	    _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(8)));
 
-	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
-	    _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))));
+	return by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0, table);
 }
 #define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
 
-/* q5_0: d * (q - 16), the fifth bit from qh */
+/*
+ * q5_0: d * (q - 16), the fifth bit from qh.  By the 4-bit table d * (n - 16)
+ * plus 16 d where the fifth bit is set: every term is exact, so the sum is
+ * d * (q - 16) exactly, the same bits.
+ */
 static inline __attribute__((always_inline)) __m512
 load_q5_0(const void *row, int k)
 {
 	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
-	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
+	float d = quant_f16_table[b->d];
+	__m512 v = by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0,
+	    _mm512_mul_ps(_mm512_set1_ps(d), _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(16))));
 	uint32_t qh;
 
 	memcpy(&qh, b->qh, 4);
-	q = _mm512_mask_add_epi32(q, (__mmask16)(qh >> (k % 32)), q, _mm512_set1_epi32(16));
-	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
-	    _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(16))));
+	return _mm512_mask_add_ps(v, (__mmask16)(qh >> (k % 32)), v, _mm512_set1_ps(16 * d));
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
@@ -96,11 +115,12 @@ load_q4_K(const void *row, int k)
 {
 	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
 	int off = k % QK_K, j = off / 32, sc, m;
-	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + off % 32)), j % 2);
+	__m512 table;
 
 	quant_k4_scale_min(j, b->scales, &sc, &m);
-	return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)sc),
-	    _mm512_cvtepi32_ps(q)), _mm512_set1_ps(quant_f16_table[b->dmin] * (float)m));
+	table = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)sc), NIBBLE_VALUES),
+	    _mm512_set1_ps(quant_f16_table[b->dmin] * (float)m));
+	return by_nibble(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + off % 32)), j % 2, table);
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
@@ -109,10 +129,10 @@ static inline __attribute__((always_inline)) __m512
 load_q4_1(const void *row, int k)
 {
 	const struct block_q4_1 *b = (const struct block_q4_1 *)row + k / 32;
-	__m512i q = nibbles(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0);
-
-	return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]), _mm512_cvtepi32_ps(q)),
+	__m512 table = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]), NIBBLE_VALUES),
 	    _mm512_set1_ps(quant_f16_table[b->m]));
+
+	return by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0, table);
 }
 #define LOAD_Q4_1(row, k, ...) load_q4_1(row, k)
 

@@ -32,6 +32,18 @@
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 
+/* One chunk of LANES weights at k for each of the tile's R rows and T tokens. */
+#define TILE_STEP(LOAD, k)                                                               \
+	do {                                                                             \
+		UNROLL for (r = 0; r < R; r++)                                           \
+			wv[r] = LOAD(w + (size_t)r * row_bytes, k);                      \
+		UNROLL for (t = 0; t < T; t++) {                                         \
+			VEC xv = LOADX(x + (size_t)t * ldx + (k));                       \
+			UNROLL for (r = 0; r < R; r++)                                   \
+				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
+		}                                                                        \
+	} while (0)
+
 /* One tile: R rows by T tokens, R and T constants after inlining. */
 #define DEFINE_TILE(TYPE, LOAD, LOAD_TAIL)                                              \
 static inline __attribute__((always_inline)) void                                        \
@@ -50,16 +62,16 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	UNROLL for (r = 0; r < R; r++)                                                   \
 		UNROLL for (t = 0; t < T; t++)                                           \
 			acc[r][t] = ZERO();                                              \
-	for (; k + LANES <= cols; k += LANES, ahead += (size_t)lines * 64) {             \
-		for (j = 0; j < lines; j++)                                              \
+	/* two chunks a pass, so both halves of a block share its scales */     \
+	for (; k + 2 * LANES <= cols; k += 2 * LANES, ahead += (size_t)lines * 128) {    \
+		for (j = 0; j < 2 * lines; j++)                                          \
 			_mm_prefetch(ahead + (size_t)j * 64, _MM_HINT_T1);               \
-		UNROLL for (r = 0; r < R; r++)                                           \
-			wv[r] = LOAD(w + (size_t)r * row_bytes, k);                      \
-		UNROLL for (t = 0; t < T; t++) {                                         \
-			VEC xv = LOADX(x + (size_t)t * ldx + k);                         \
-			UNROLL for (r = 0; r < R; r++)                                   \
-				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
-		}                                                                        \
+		TILE_STEP(LOAD, k);                                                      \
+		TILE_STEP(LOAD, k + LANES);                                              \
+	}                                                                                \
+	if (k + LANES <= cols) {                                                         \
+		TILE_STEP(LOAD, k);                                                      \
+		k += LANES;                                                              \
 	}                                                                                \
 	if (k < cols) {                                                                  \
 		UNROLL for (r = 0; r < R; r++)                                           \
