@@ -48,13 +48,14 @@
 #define DEFINE_TILE(TYPE, LOAD, LOAD_TAIL)                                              \
 static inline __attribute__((always_inline)) void                                        \
 CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,               \
-    const float *x, size_t ldx, int T, float *out, size_t ldo)                           \
+    const float *x, size_t ldx, int T, float *out, size_t ldo, int fetch)                \
 {                                                                                        \
 	VEC acc[8][8], wv[8];                                                            \
 	int r, t, k = 0, j;                                                              \
 	/* The tile after next, a few lines a step in address order: the rows  \
 	 * are short and read side by side, a pattern the hardware prefetcher  \
-	 * does not follow (one line per row per step read 9 GB/s, this 15). */ \
+	 * does not follow (one line per row per step read 9 GB/s, this 15).    \
+	 * Not for rows widened into scratch: those are in cache. */             \
 	const char *ahead = w + (size_t)2 * R * row_bytes;                               \
 	int steps = cols / LANES > 0 ? cols / LANES : 1;                                 \
 	int lines = (int)(((size_t)R * row_bytes / 64 + (size_t)steps) / (size_t)steps); \
@@ -64,7 +65,7 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 			acc[r][t] = ZERO();                                              \
 	/* two chunks a pass, so both halves of a block share its scales */     \
 	for (; k + 2 * LANES <= cols; k += 2 * LANES, ahead += (size_t)lines * 128) {    \
-		for (j = 0; j < 2 * lines; j++)                                          \
+		for (j = 0; fetch && j < 2 * lines; j++)                                 \
 			_mm_prefetch(ahead + (size_t)j * 64, _MM_HINT_T1);               \
 		TILE_STEP(LOAD, k);                                                      \
 		TILE_STEP(LOAD, k + LANES);                                              \
@@ -109,7 +110,7 @@ CAT(PREFIX, widen_##TYPE)(const char *w, size_t row_bytes, int R, int cols, floa
                                                                                          \
 static void                                                                              \
 CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int cols,      \
-    const float *x, size_t ldx, int T, float *out, size_t ldo)                           \
+    const float *x, size_t ldx, int T, float *out, size_t ldo, int fetch)                \
 {                                                                                        \
 	int r = r0, t;                                                                   \
                                                                                          \
@@ -123,13 +124,13 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 				for (size_t b = 0; b < ROWS * row_bytes; b += 64)        \
 					_mm_prefetch(w + (size_t)(r + ROWS) * row_bytes + b, _MM_HINT_T1); \
 			CAT(PREFIX, gemm_f32)((const char *)tile, (size_t)cols * 4, 0, ROWS, cols, \
-			    x, ldx, T, out + r, ldo);                                    \
+			    x, ldx, T, out + r, ldo, 0);                                 \
 		}                                                                        \
 	} else if (T == 1) {                                                             \
 		/* decode: eight rows at a time hide the FMA latency */                  \
 		for (; r + 8 <= r1; r += 8)                                              \
 			CAT(PREFIX, tile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 8,  \
-			    cols, x, ldx, 1, out + r, ldo);                              \
+			    cols, x, ldx, 1, out + r, ldo, fetch);                       \
 	} else {                                                                         \
 		for (; r + ROWS <= r1; r += ROWS) {                                      \
 			const char *wr = w + (size_t)r * row_bytes;                      \
@@ -138,14 +139,14 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 				float *ot = out + (size_t)t * ldo + r;                   \
 				/* constant shapes, so the accumulators stay in registers */ \
 				switch (T - t < TOKS ? T - t : TOKS) {                   \
-				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo); break; \
-				case 2: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 2, ot, ldo); break; \
-				case 3: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 3, ot, ldo); break; \
-				case 4: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 4, ot, ldo); break; \
-				case 5: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 5, ot, ldo); break; \
-				case 6: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 6, ot, ldo); break; \
-				case 7: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 7, ot, ldo); break; \
-				default: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, TOKS, ot, ldo); break; \
+				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo, fetch); break; \
+				case 2: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 2, ot, ldo, fetch); break; \
+				case 3: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 3, ot, ldo, fetch); break; \
+				case 4: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 4, ot, ldo, fetch); break; \
+				case 5: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 5, ot, ldo, fetch); break; \
+				case 6: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 6, ot, ldo, fetch); break; \
+				case 7: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 7, ot, ldo, fetch); break; \
+				default: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, TOKS, ot, ldo, fetch); break; \
 				}                                                        \
 			}                                                                \
 		}                                                                        \
@@ -153,7 +154,7 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 	for (; r < r1; r++)                                                              \
 		for (t = 0; t < T; t++)                                                  \
 			CAT(PREFIX, tile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 1,  \
-			    cols, x + (size_t)t * ldx, ldx, 1, out + (size_t)t * ldo + r, ldo); \
+			    cols, x + (size_t)t * ldx, ldx, 1, out + (size_t)t * ldo + r, ldo, fetch); \
 }
 
 #define IS_F32_f32 1
@@ -543,16 +544,16 @@ CAT(PREFIX, gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
 	switch (type) {
-	case GGML_F32: CAT(PREFIX, gemm_f32)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_F16: CAT(PREFIX, gemm_f16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_BF16: CAT(PREFIX, gemm_bf16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q8_0: CAT(PREFIX, gemm_q8_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q4_0: CAT(PREFIX, gemm_q4_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q4_1: CAT(PREFIX, gemm_q4_1)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q5_0: CAT(PREFIX, gemm_q5_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q5_1: CAT(PREFIX, gemm_q5_1)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q4_K: CAT(PREFIX, gemm_q4_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q5_K: CAT(PREFIX, gemm_q5_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
-	case GGML_Q6_K: CAT(PREFIX, gemm_q6_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo); break;
+	case GGML_F32: CAT(PREFIX, gemm_f32)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_F16: CAT(PREFIX, gemm_f16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_BF16: CAT(PREFIX, gemm_bf16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q8_0: CAT(PREFIX, gemm_q8_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q4_0: CAT(PREFIX, gemm_q4_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q4_1: CAT(PREFIX, gemm_q4_1)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q5_0: CAT(PREFIX, gemm_q5_0)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q5_1: CAT(PREFIX, gemm_q5_1)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q4_K: CAT(PREFIX, gemm_q4_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q5_K: CAT(PREFIX, gemm_q5_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
+	case GGML_Q6_K: CAT(PREFIX, gemm_q6_K)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
 	}
 }
