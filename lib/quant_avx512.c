@@ -90,6 +90,18 @@ load_q4_0(const void *row, int k)
 }
 #define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
 
+/* Both halves of a q4_0 block: one load and widening, one table. */
+#define PAIR_q4_0(row, k, a, b)                                                          \
+	do {                                                                             \
+		const struct block_q4_0 *b_ = (const struct block_q4_0 *)(row) + (k) / 32; \
+		__m512 table_ = _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b_->d]),     \
+		    _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(8)));                    \
+		__m512i i_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b_->qs)); \
+		(a) = _mm512_permutexvar_ps(i_, table_);                                  \
+		(b) = _mm512_permutexvar_ps(_mm512_srli_epi32(i_, 4), table_);            \
+	} while (0)
+#define HAS_PAIR_q4_0 1
+
 /*
  * q5_0: d * (q - 16), the fifth bit from qh.  By the 4-bit table d * (n - 16)
  * plus 16 d where the fifth bit is set: every term is exact, so the sum is
@@ -109,6 +121,23 @@ load_q5_0(const void *row, int k)
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
+/* Both halves of a q5_0 block: one widening, one table, one qh. */
+#define PAIR_q5_0(row, k, a, b)                                                          \
+	do {                                                                             \
+		const struct block_q5_0 *b_ = (const struct block_q5_0 *)(row) + (k) / 32; \
+		float d_ = quant_f16_table[b_->d];                                        \
+		__m512 table_ = _mm512_mul_ps(_mm512_set1_ps(d_),                          \
+		    _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(16)));                   \
+		__m512i i_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b_->qs)); \
+		uint32_t qh_;                                                            \
+		memcpy(&qh_, b_->qh, 4);                                                 \
+		(a) = _mm512_permutexvar_ps(i_, table_);                                  \
+		(b) = _mm512_permutexvar_ps(_mm512_srli_epi32(i_, 4), table_);            \
+		(a) = _mm512_mask_add_ps(a, (__mmask16)qh_, a, _mm512_set1_ps(16 * d_));  \
+		(b) = _mm512_mask_add_ps(b, (__mmask16)(qh_ >> 16), b, _mm512_set1_ps(16 * d_)); \
+	} while (0)
+#define HAS_PAIR_q5_0 1
+
 /* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
 static inline __attribute__((always_inline)) __m512
 load_q4_K(const void *row, int k)
@@ -123,6 +152,21 @@ load_q4_K(const void *row, int k)
 	return by_nibble(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + off % 32)), j % 2, table);
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
+
+/* A q4_K sub-block of 32 (k a multiple of 32): its scale and table once. */
+#define PAIR_q4_K(row, k, a, b)                                                          \
+	do {                                                                             \
+		const struct block_q4_K *b_ = (const struct block_q4_K *)(row) + (k) / QK_K; \
+		int j_ = (k) % QK_K / 32, sc_, m_;                                        \
+		const uint8_t *q_ = b_->qs + 32 * (j_ / 2);                                \
+		__m512 table_;                                                           \
+		quant_k4_scale_min(j_, b_->scales, &sc_, &m_);                            \
+		table_ = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b_->d] * (float)sc_), \
+		    NIBBLE_VALUES), _mm512_set1_ps(quant_f16_table[b_->dmin] * (float)m_)); \
+		(a) = by_nibble(_mm_loadu_si128((const __m128i *)q_), j_ % 2, table_);    \
+		(b) = by_nibble(_mm_loadu_si128((const __m128i *)(q_ + 16)), j_ % 2, table_); \
+	} while (0)
+#define HAS_PAIR_q4_K 1
 
 /* q4_1: d * q + m */
 static inline __attribute__((always_inline)) __m512

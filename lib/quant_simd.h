@@ -44,6 +44,28 @@
 		}                                                                        \
 	} while (0)
 
+/*
+ * Two chunks at k and k + LANES for each row, from a file's PAIR_type(row,
+ * k, a, b) that shares the block's work between them; the same multiply-adds
+ * in the same order as two TILE_STEPs.  Only where registers hold 2R weights.
+ */
+#define TILE_PAIR(PAIR, k)                                                               \
+	do {                                                                             \
+		VEC wv2[8];                                                              \
+		UNROLL for (r = 0; r < R; r++)                                           \
+			PAIR(w + (size_t)r * row_bytes, k, wv[r], wv2[r]);               \
+		UNROLL for (t = 0; t < T; t++) {                                         \
+			VEC xv = LOADX(x + (size_t)t * ldx + (k));                       \
+			UNROLL for (r = 0; r < R; r++)                                   \
+				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
+		}                                                                        \
+		UNROLL for (t = 0; t < T; t++) {                                         \
+			VEC xv = LOADX(x + (size_t)t * ldx + (k) + LANES);               \
+			UNROLL for (r = 0; r < R; r++)                                   \
+				acc[r][t] = FMA(wv2[r], xv, acc[r][t]);                  \
+		}                                                                        \
+	} while (0)
+
 /* The next n lines of the tile after next, into L2. */
 #define FETCH_AHEAD(n)                                                                   \
 	do {                                                                             \
@@ -74,8 +96,12 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	 * scales (batch tiles are short of registers for it: AVX2 lost 30%) */  \
 	for (; T == 1 && k + 2 * LANES <= cols; k += 2 * LANES) {                        \
 		FETCH_AHEAD(2 * lines);                                                  \
-		TILE_STEP(LOAD, k);                                                      \
-		TILE_STEP(LOAD, k + LANES);                                              \
+		if (HAS_PAIR_##TYPE)                                                     \
+			TILE_PAIR(PAIR_##TYPE, k);                                       \
+		else {                                                                   \
+			TILE_STEP(LOAD, k);                                              \
+			TILE_STEP(LOAD, k + LANES);                                      \
+		}                                                                        \
 	}                                                                                \
 	for (; k + LANES <= cols; k += LANES) {                                          \
 		FETCH_AHEAD(lines);                                                      \
@@ -205,6 +231,53 @@ load_generic(uint32_t type, const void *row, int k)
 #endif
 #ifndef LOAD_Q5_K
 #define LOAD_Q5_K(row, k, ...) load_generic(GGML_Q5_K, row, k)
+#endif
+
+/* Types without a pair loader (HAS_PAIR_type 0) load their chunks one by one. */
+#define NO_PAIR(row, k, a, b) ((void)(row), (void)(k), (a) = (b) = ZERO())
+#ifndef PAIR_f32
+#define PAIR_f32 NO_PAIR
+#define HAS_PAIR_f32 0
+#endif
+#ifndef PAIR_f16
+#define PAIR_f16 NO_PAIR
+#define HAS_PAIR_f16 0
+#endif
+#ifndef PAIR_bf16
+#define PAIR_bf16 NO_PAIR
+#define HAS_PAIR_bf16 0
+#endif
+#ifndef PAIR_q8_0
+#define PAIR_q8_0 NO_PAIR
+#define HAS_PAIR_q8_0 0
+#endif
+#ifndef PAIR_q4_0
+#define PAIR_q4_0 NO_PAIR
+#define HAS_PAIR_q4_0 0
+#endif
+#ifndef PAIR_q4_1
+#define PAIR_q4_1 NO_PAIR
+#define HAS_PAIR_q4_1 0
+#endif
+#ifndef PAIR_q5_0
+#define PAIR_q5_0 NO_PAIR
+#define HAS_PAIR_q5_0 0
+#endif
+#ifndef PAIR_q5_1
+#define PAIR_q5_1 NO_PAIR
+#define HAS_PAIR_q5_1 0
+#endif
+#ifndef PAIR_q4_K
+#define PAIR_q4_K NO_PAIR
+#define HAS_PAIR_q4_K 0
+#endif
+#ifndef PAIR_q5_K
+#define PAIR_q5_K NO_PAIR
+#define HAS_PAIR_q5_K 0
+#endif
+#ifndef PAIR_q6_K
+#define PAIR_q6_K NO_PAIR
+#define HAS_PAIR_q6_K 0
 #endif
 
 /* Block types have no tail: rows are whole blocks. */
