@@ -137,6 +137,23 @@ load_q5_0(const void *row, int k)
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
+/* Two chunks of a q5_0 block (k a multiple of 16): one scale, one qh. */
+#define PAIR_q5_0(row, k, a, b)                                                          \
+	do {                                                                             \
+		const struct block_q5_0 *b_ = (const struct block_q5_0 *)(row) + (k) / 32; \
+		int off_ = (k) % 32;                                                      \
+		__m256 d_ = _mm256_set1_ps(quant_f16_table[b_->d]);                       \
+		__m256i s_ = _mm256_set1_epi32(16);                                       \
+		uint32_t qh_;                                                            \
+		memcpy(&qh_, b_->qh, 4);                                                 \
+		qh_ >>= off_;                                                            \
+		(a) = _mm256_mul_ps(d_, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_add_epi32( \
+		    nibbles8(b_->qs, off_ >= 16), fifth_bits8(qh_)), s_)));               \
+		(b) = _mm256_mul_ps(d_, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_add_epi32( \
+		    nibbles8(b_->qs + 8, off_ >= 16), fifth_bits8(qh_ >> 8)), s_)));      \
+	} while (0)
+#define HAS_PAIR_q5_0 1
+
 /* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
 static inline __attribute__((always_inline)) __m256
 load_q4_K(const void *row, int k)
@@ -150,6 +167,21 @@ load_q4_K(const void *row, int k)
 	    _mm256_cvtepi32_ps(q)), _mm256_set1_ps(quant_f16_table[b->dmin] * (float)m));
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
+
+/* Two chunks of a q4_K sub-block (k a multiple of 16): its scale once. */
+#define PAIR_q4_K(row, k, a, b)                                                          \
+	do {                                                                             \
+		const struct block_q4_K *b_ = (const struct block_q4_K *)(row) + (k) / QK_K; \
+		int off_ = (k) % QK_K, j_ = off_ / 32, sc_, m_;                           \
+		const uint8_t *q_ = b_->qs + 32 * (j_ / 2) + off_ % 32;                    \
+		__m256 d_, m8_;                                                          \
+		quant_k4_scale_min(j_, b_->scales, &sc_, &m_);                            \
+		d_ = _mm256_set1_ps(quant_f16_table[b_->d] * (float)sc_);                 \
+		m8_ = _mm256_set1_ps(quant_f16_table[b_->dmin] * (float)m_);              \
+		(a) = _mm256_sub_ps(_mm256_mul_ps(d_, _mm256_cvtepi32_ps(nibbles8(q_, j_ % 2))), m8_); \
+		(b) = _mm256_sub_ps(_mm256_mul_ps(d_, _mm256_cvtepi32_ps(nibbles8(q_ + 8, j_ % 2))), m8_); \
+	} while (0)
+#define HAS_PAIR_q4_K 1
 
 /* q4_1: d * q + m */
 static inline __attribute__((always_inline)) __m256
