@@ -172,14 +172,14 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 				float *ot = out + (size_t)t * ldo + r;                   \
 				/* constant shapes, so the accumulators stay in registers */ \
 				switch (T - t < TOKS ? T - t : TOKS) {                   \
-				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo, fetch); break; \
-				case 2: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 2, ot, ldo, fetch); break; \
-				case 3: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 3, ot, ldo, fetch); break; \
-				case 4: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 4, ot, ldo, fetch); break; \
-				case 5: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 5, ot, ldo, fetch); break; \
-				case 6: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 6, ot, ldo, fetch); break; \
-				case 7: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 7, ot, ldo, fetch); break; \
-				default: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, TOKS, ot, ldo, fetch); break; \
+				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo, fetch && !t); break; \
+				case 2: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 2, ot, ldo, fetch && !t); break; \
+				case 3: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 3, ot, ldo, fetch && !t); break; \
+				case 4: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 4, ot, ldo, fetch && !t); break; \
+				case 5: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 5, ot, ldo, fetch && !t); break; \
+				case 6: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 6, ot, ldo, fetch && !t); break; \
+				case 7: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 7, ot, ldo, fetch && !t); break; \
+				default: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, TOKS, ot, ldo, fetch && !t); break; \
 				}                                                        \
 			}                                                                \
 		}                                                                        \
