@@ -123,6 +123,12 @@ fifth_bits8(uint32_t b)
 
 /* q5_0: d * (q - 16), the fifth bit of weight j is bit j of qh */
 static inline __attribute__((always_inline)) __m256
+q5_0_widen(__m256 d, __m256i q)
+{
+	return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(16))));
+}
+
+static inline __attribute__((always_inline)) __m256
 load_q5_0(const void *row, int k)
 {
 	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
@@ -132,55 +138,65 @@ load_q5_0(const void *row, int k)
 
 	memcpy(&qh, b->qh, 4);
 	q = _mm256_add_epi32(q, fifth_bits8(qh >> off));
-	return _mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]),
-	    _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(16))));
+	return q5_0_widen(_mm256_set1_ps(quant_f16_table[b->d]), q);
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
 /* Two chunks of a q5_0 block (k a multiple of 16): one scale, one qh. */
-#define PAIR_q5_0(row, k, a, b)                                                          \
-	do {                                                                             \
-		const struct block_q5_0 *b_ = (const struct block_q5_0 *)(row) + (k) / 32; \
-		int off_ = (k) % 32;                                                      \
-		__m256 d_ = _mm256_set1_ps(quant_f16_table[b_->d]);                       \
-		__m256i s_ = _mm256_set1_epi32(16);                                       \
-		uint32_t qh_;                                                            \
-		memcpy(&qh_, b_->qh, 4);                                                 \
-		qh_ >>= off_;                                                            \
-		(a) = _mm256_mul_ps(d_, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_add_epi32( \
-		    nibbles8(b_->qs, off_ >= 16), fifth_bits8(qh_)), s_)));               \
-		(b) = _mm256_mul_ps(d_, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_add_epi32( \
-		    nibbles8(b_->qs + 8, off_ >= 16), fifth_bits8(qh_ >> 8)), s_)));      \
-	} while (0)
+static inline __attribute__((always_inline)) void
+pair_q5_0(const void *row, int k, __m256 *a, __m256 *b)
+{
+	const struct block_q5_0 *blk = (const struct block_q5_0 *)row + k / 32;
+	int off = k % 32;
+	__m256 d = _mm256_set1_ps(quant_f16_table[blk->d]);
+	uint32_t qh;
+
+	memcpy(&qh, blk->qh, 4);
+	qh >>= off;
+	*a = q5_0_widen(d, _mm256_add_epi32(nibbles8(blk->qs, off >= 16), fifth_bits8(qh)));
+	*b = q5_0_widen(d, _mm256_add_epi32(nibbles8(blk->qs + 8, off >= 16), fifth_bits8(qh >> 8)));
+}
+#define PAIR_q5_0(row, k, a, b) pair_q5_0(row, k, &(a), &(b))
 #define HAS_PAIR_q5_0 1
 
-/* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
+/* q4_K: (d * sc) * q - dmin * m, per sub-block of 32; its two factors, broadcast */
+static inline __attribute__((always_inline)) void
+q4_K_scales(const struct block_q4_K *b, int j, __m256 *d, __m256 *m)
+{
+	int sc, mn;
+
+	quant_k4_scale_min(j, b->scales, &sc, &mn);
+	*d = _mm256_set1_ps(quant_f16_table[b->d] * (float)sc);
+	*m = _mm256_set1_ps(quant_f16_table[b->dmin] * (float)mn);
+}
+#define Q4_K_WIDEN(d, m, q) _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), m)
+
 static inline __attribute__((always_inline)) __m256
 load_q4_K(const void *row, int k)
 {
 	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
-	int off = k % QK_K, j = off / 32, sc, m;
-	__m256i q = nibbles8(b->qs + 32 * (j / 2) + off % 32, j % 2);
+	int off = k % QK_K, j = off / 32;
+	__m256 d, m;
 
-	quant_k4_scale_min(j, b->scales, &sc, &m);
-	return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d] * (float)sc),
-	    _mm256_cvtepi32_ps(q)), _mm256_set1_ps(quant_f16_table[b->dmin] * (float)m));
+	q4_K_scales(b, j, &d, &m);
+	return Q4_K_WIDEN(d, m, nibbles8(b->qs + 32 * (j / 2) + off % 32, j % 2));
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
 /* Two chunks of a q4_K sub-block (k a multiple of 16): its scale once. */
-#define PAIR_q4_K(row, k, a, b)                                                          \
-	do {                                                                             \
-		const struct block_q4_K *b_ = (const struct block_q4_K *)(row) + (k) / QK_K; \
-		int off_ = (k) % QK_K, j_ = off_ / 32, sc_, m_;                           \
-		const uint8_t *q_ = b_->qs + 32 * (j_ / 2) + off_ % 32;                    \
-		__m256 d_, m8_;                                                          \
-		quant_k4_scale_min(j_, b_->scales, &sc_, &m_);                            \
-		d_ = _mm256_set1_ps(quant_f16_table[b_->d] * (float)sc_);                 \
-		m8_ = _mm256_set1_ps(quant_f16_table[b_->dmin] * (float)m_);              \
-		(a) = _mm256_sub_ps(_mm256_mul_ps(d_, _mm256_cvtepi32_ps(nibbles8(q_, j_ % 2))), m8_); \
-		(b) = _mm256_sub_ps(_mm256_mul_ps(d_, _mm256_cvtepi32_ps(nibbles8(q_ + 8, j_ % 2))), m8_); \
-	} while (0)
+static inline __attribute__((always_inline)) void
+pair_q4_K(const void *row, int k, __m256 *a, __m256 *b)
+{
+	const struct block_q4_K *blk = (const struct block_q4_K *)row + k / QK_K;
+	int off = k % QK_K, j = off / 32;
+	const uint8_t *q = blk->qs + 32 * (j / 2) + off % 32;
+	__m256 d, m;
+
+	q4_K_scales(blk, j, &d, &m);
+	*a = Q4_K_WIDEN(d, m, nibbles8(q, j % 2));
+	*b = Q4_K_WIDEN(d, m, nibbles8(q + 8, j % 2));
+}
+#define PAIR_q4_K(row, k, a, b) pair_q4_K(row, k, &(a), &(b))
 #define HAS_PAIR_q4_K 1
 
 /* q4_1: d * q + m */

@@ -78,28 +78,41 @@ by_nibble(__m128i bytes, int high, __m512 table)
 }
 #define NIBBLE_VALUES _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 
+/* Both nibbles of 16 bytes by table: low ones to *lo, high ones to *hi. */
+static inline __attribute__((always_inline)) void
+by_nibbles(__m128i bytes, __m512 table, __m512 *lo, __m512 *hi)
+{
+	__m512i i = _mm512_cvtepu8_epi32(bytes);
+
+	*lo = _mm512_permutexvar_ps(i, table);
+	*hi = _mm512_permutexvar_ps(_mm512_srli_epi32(i, 4), table);
+}
+
 /* q4_0: d * (q - 8) */
+static inline __attribute__((always_inline)) __m512
+q4_0_table(const struct block_q4_0 *b)
+{
+	return _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]), _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(8)));
+}
+
 static inline __attribute__((always_inline)) __m512
 load_q4_0(const void *row, int k)
 {
 	const struct block_q4_0 *b = (const struct block_q4_0 *)row + k / 32;
-	__m512 table = _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d]),
-	    _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(8)));
 
-	return by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0, table);
+	return by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0, q4_0_table(b));
 }
 #define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
 
 /* Both halves of a q4_0 block: one load and widening, one table. */
-#define PAIR_q4_0(row, k, a, b)                                                          \
-	do {                                                                             \
-		const struct block_q4_0 *b_ = (const struct block_q4_0 *)(row) + (k) / 32; \
-		__m512 table_ = _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b_->d]),     \
-		    _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(8)));                    \
-		__m512i i_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b_->qs)); \
-		(a) = _mm512_permutexvar_ps(i_, table_);                                  \
-		(b) = _mm512_permutexvar_ps(_mm512_srli_epi32(i_, 4), table_);            \
-	} while (0)
+static inline __attribute__((always_inline)) void
+pair_q4_0(const void *row, int k, __m512 *a, __m512 *b)
+{
+	const struct block_q4_0 *blk = (const struct block_q4_0 *)row + k / 32;
+
+	by_nibbles(_mm_loadu_si128((const __m128i *)blk->qs), q4_0_table(blk), a, b);
+}
+#define PAIR_q4_0(row, k, a, b) pair_q4_0(row, k, &(a), &(b))
 #define HAS_PAIR_q4_0 1
 
 /*
@@ -108,64 +121,78 @@ load_q4_0(const void *row, int k)
  * d * (q - 16) exactly, the same bits.
  */
 static inline __attribute__((always_inline)) __m512
+q5_0_table(float d)
+{
+	return _mm512_mul_ps(_mm512_set1_ps(d), _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(16)));
+}
+
+/* 16 d added to the weights whose fifth bit (bit i of fifth) is set */
+#define ADD_FIFTH(v, fifth, d) _mm512_mask_add_ps(v, (__mmask16)(fifth), v, _mm512_set1_ps(16 * (d)))
+
+static inline __attribute__((always_inline)) __m512
 load_q5_0(const void *row, int k)
 {
 	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
 	float d = quant_f16_table[b->d];
-	__m512 v = by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0,
-	    _mm512_mul_ps(_mm512_set1_ps(d), _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(16))));
+	__m512 v = by_nibble(_mm_loadu_si128((const __m128i *)b->qs), k % 32 != 0, q5_0_table(d));
 	uint32_t qh;
 
 	memcpy(&qh, b->qh, 4);
-	return _mm512_mask_add_ps(v, (__mmask16)(qh >> (k % 32)), v, _mm512_set1_ps(16 * d));
+	return ADD_FIFTH(v, qh >> (k % 32), d);
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
 /* Both halves of a q5_0 block: one widening, one table, one qh. */
-#define PAIR_q5_0(row, k, a, b)                                                          \
-	do {                                                                             \
-		const struct block_q5_0 *b_ = (const struct block_q5_0 *)(row) + (k) / 32; \
-		float d_ = quant_f16_table[b_->d];                                        \
-		__m512 table_ = _mm512_mul_ps(_mm512_set1_ps(d_),                          \
-		    _mm512_sub_ps(NIBBLE_VALUES, _mm512_set1_ps(16)));                   \
-		__m512i i_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b_->qs)); \
-		uint32_t qh_;                                                            \
-		memcpy(&qh_, b_->qh, 4);                                                 \
-		(a) = _mm512_permutexvar_ps(i_, table_);                                  \
-		(b) = _mm512_permutexvar_ps(_mm512_srli_epi32(i_, 4), table_);            \
-		(a) = _mm512_mask_add_ps(a, (__mmask16)qh_, a, _mm512_set1_ps(16 * d_));  \
-		(b) = _mm512_mask_add_ps(b, (__mmask16)(qh_ >> 16), b, _mm512_set1_ps(16 * d_)); \
-	} while (0)
+static inline __attribute__((always_inline)) void
+pair_q5_0(const void *row, int k, __m512 *a, __m512 *b)
+{
+	const struct block_q5_0 *blk = (const struct block_q5_0 *)row + k / 32;
+	float d = quant_f16_table[blk->d];
+	uint32_t qh;
+
+	memcpy(&qh, blk->qh, 4);
+	by_nibbles(_mm_loadu_si128((const __m128i *)blk->qs), q5_0_table(d), a, b);
+	*a = ADD_FIFTH(*a, qh, d);
+	*b = ADD_FIFTH(*b, qh >> 16, d);
+}
+#define PAIR_q5_0(row, k, a, b) pair_q5_0(row, k, &(a), &(b))
 #define HAS_PAIR_q5_0 1
 
 /* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
 static inline __attribute__((always_inline)) __m512
+q4_K_table(const struct block_q4_K *b, int j)
+{
+	int sc, m;
+
+	quant_k4_scale_min(j, b->scales, &sc, &m);
+	return _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)sc), NIBBLE_VALUES),
+	    _mm512_set1_ps(quant_f16_table[b->dmin] * (float)m));
+}
+
+static inline __attribute__((always_inline)) __m512
 load_q4_K(const void *row, int k)
 {
 	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
-	int off = k % QK_K, j = off / 32, sc, m;
-	__m512 table;
+	int off = k % QK_K, j = off / 32;
 
-	quant_k4_scale_min(j, b->scales, &sc, &m);
-	table = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)sc), NIBBLE_VALUES),
-	    _mm512_set1_ps(quant_f16_table[b->dmin] * (float)m));
-	return by_nibble(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + off % 32)), j % 2, table);
+	return by_nibble(_mm_loadu_si128((const __m128i *)(b->qs + 32 * (j / 2) + off % 32)), j % 2,
+	    q4_K_table(b, j));
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
 /* A q4_K sub-block of 32 (k a multiple of 32): its scale and table once. */
-#define PAIR_q4_K(row, k, a, b)                                                          \
-	do {                                                                             \
-		const struct block_q4_K *b_ = (const struct block_q4_K *)(row) + (k) / QK_K; \
-		int j_ = (k) % QK_K / 32, sc_, m_;                                        \
-		const uint8_t *q_ = b_->qs + 32 * (j_ / 2);                                \
-		__m512 table_;                                                           \
-		quant_k4_scale_min(j_, b_->scales, &sc_, &m_);                            \
-		table_ = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b_->d] * (float)sc_), \
-		    NIBBLE_VALUES), _mm512_set1_ps(quant_f16_table[b_->dmin] * (float)m_)); \
-		(a) = by_nibble(_mm_loadu_si128((const __m128i *)q_), j_ % 2, table_);    \
-		(b) = by_nibble(_mm_loadu_si128((const __m128i *)(q_ + 16)), j_ % 2, table_); \
-	} while (0)
+static inline __attribute__((always_inline)) void
+pair_q4_K(const void *row, int k, __m512 *a, __m512 *b)
+{
+	const struct block_q4_K *blk = (const struct block_q4_K *)row + k / QK_K;
+	int j = k % QK_K / 32;
+	const uint8_t *q = blk->qs + 32 * (j / 2);
+	__m512 table = q4_K_table(blk, j);
+
+	*a = by_nibble(_mm_loadu_si128((const __m128i *)q), j % 2, table);
+	*b = by_nibble(_mm_loadu_si128((const __m128i *)(q + 16)), j % 2, table);
+}
+#define PAIR_q4_K(row, k, a, b) pair_q4_K(row, k, &(a), &(b))
 #define HAS_PAIR_q4_K 1
 
 /* q4_1: d * q + m */

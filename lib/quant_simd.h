@@ -32,16 +32,20 @@
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 
+/* The multiply-adds of the weights wv (a vector per row) at k, for every token. */
+#define TILE_FMAS(wv, k)                                                                 \
+	UNROLL for (t = 0; t < T; t++) {                                                 \
+		VEC xv = LOADX(x + (size_t)t * ldx + (k));                               \
+		UNROLL for (r = 0; r < R; r++)                                           \
+			acc[r][t] = FMA(wv[r], xv, acc[r][t]);                           \
+	}
+
 /* One chunk of LANES weights at k for each of the tile's R rows and T tokens. */
 #define TILE_STEP(LOAD, k)                                                               \
 	do {                                                                             \
 		UNROLL for (r = 0; r < R; r++)                                           \
 			wv[r] = LOAD(w + (size_t)r * row_bytes, k);                      \
-		UNROLL for (t = 0; t < T; t++) {                                         \
-			VEC xv = LOADX(x + (size_t)t * ldx + (k));                       \
-			UNROLL for (r = 0; r < R; r++)                                   \
-				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
-		}                                                                        \
+		TILE_FMAS(wv, k)                                                         \
 	} while (0)
 
 /*
@@ -54,16 +58,8 @@
 		VEC wv2[8];                                                              \
 		UNROLL for (r = 0; r < R; r++)                                           \
 			PAIR(w + (size_t)r * row_bytes, k, wv[r], wv2[r]);               \
-		UNROLL for (t = 0; t < T; t++) {                                         \
-			VEC xv = LOADX(x + (size_t)t * ldx + (k));                       \
-			UNROLL for (r = 0; r < R; r++)                                   \
-				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
-		}                                                                        \
-		UNROLL for (t = 0; t < T; t++) {                                         \
-			VEC xv = LOADX(x + (size_t)t * ldx + (k) + LANES);               \
-			UNROLL for (r = 0; r < R; r++)                                   \
-				acc[r][t] = FMA(wv2[r], xv, acc[r][t]);                  \
-		}                                                                        \
+		TILE_FMAS(wv, k)                                                         \
+		TILE_FMAS(wv2, (k) + LANES)                                              \
 	} while (0)
 
 /* The next n lines of the tile after next, into L2. */
