@@ -63,6 +63,10 @@ store_tail(float *p, __m256 v, int n)
 #define LOAD_BF16(row, k) BF16_WIDEN(_mm_loadu_si128((const __m128i *)((const uint16_t *)(row) + (k))))
 #define LOAD_BF16_TAIL(row, k, n) BF16_WIDEN(tail_u16((const uint16_t *)(row) + (k), n))
 
+/* For the weights and the KV cache's kernels: LANES signed bytes, or the low or high nibbles of LANES bytes, as floats. */
+#define WIDEN_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define WIDEN_NIB(p, high) _mm256_cvtepi32_ps(nibbles8((const uint8_t *)(p), high))
+
 static inline __attribute__((always_inline)) __m256
 load_q8_0(const void *row, int k)
 {
@@ -73,6 +77,21 @@ load_q8_0(const void *row, int k)
 	    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
 }
 #define LOAD_Q8_0(row, k, ...) load_q8_0(row, k)
+
+/* A whole q8_0 block, four chunks, for a decode tile: one scale. */
+static inline __attribute__((always_inline)) void
+block_q8_0(const void *row, int k, __m256 *wb)
+{
+	const struct block_q8_0 *b = (const struct block_q8_0 *)row + k / QK8_0;
+	__m256 d = _mm256_set1_ps(quant_f16_table[b->d]);
+
+	wb[0] = _mm256_mul_ps(d, WIDEN_I8(b->qs));
+	wb[1] = _mm256_mul_ps(d, WIDEN_I8(b->qs + 8));
+	wb[2] = _mm256_mul_ps(d, WIDEN_I8(b->qs + 16));
+	wb[3] = _mm256_mul_ps(d, WIDEN_I8(b->qs + 24));
+}
+#define BLOCK_q8_0(row, k, wb) block_q8_0(row, k, wb)
+#define HAS_BLOCK_q8_0 1
 
 /* Eight nibbles from 8 bytes: the low ones, or the high ones, as 8 int32. */
 static inline __attribute__((always_inline)) __m256i
@@ -85,9 +104,6 @@ nibbles8(const uint8_t *p, int high)
 	return _mm256_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(0x0f)));
 }
 
-/* For the KV cache's kernels: LANES signed bytes, or the low or high nibbles of LANES bytes, as floats. */
-#define WIDEN_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
-#define WIDEN_NIB(p, high) _mm256_cvtepi32_ps(nibbles8((const uint8_t *)(p), high))
 
 /* q4_0: d * (q - 8); weights 0-15 are low nibbles, 16-31 high ones */
 static inline __attribute__((always_inline)) __m256

@@ -76,7 +76,7 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
     const float *x, size_t ldx, int T, float *out, size_t ldo, int fetch)                \
 {                                                                                        \
 	VEC acc[8][8], wv[8];                                                            \
-	int r, t, k = 0, j;                                                              \
+	int r, t, k = 0, j, c;                                                           \
 	/* The tile after next, a few lines a step in address order: the rows  \
 	 * are short and read side by side, a pattern the hardware prefetcher  \
 	 * does not follow (one line per row per step read 9 GB/s, this 15).    \
@@ -88,6 +88,19 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	UNROLL for (r = 0; r < R; r++)                                                   \
 		UNROLL for (t = 0; t < T; t++)                                           \
 			acc[r][t] = ZERO();                                              \
+	/* decode, a block of 32 a row at a time where the file has a block     \
+	 * loader: each row's scale read once, the x chunks once for all rows */ \
+	for (; T == 1 && HAS_BLOCK_##TYPE && k + 32 <= cols; k += 32) {                 \
+		VEC xb[32 / LANES], wb[32 / LANES];                                      \
+		FETCH_AHEAD(32 / LANES * lines);                                         \
+		UNROLL for (c = 0; c < 32 / LANES; c++)                                  \
+			xb[c] = LOADX(x + k + c * LANES);                                \
+		UNROLL for (r = 0; r < R; r++) {                                         \
+			BLOCK_##TYPE(w + (size_t)r * row_bytes, k, wb);                  \
+			UNROLL for (c = 0; c < 32 / LANES; c++)                          \
+				acc[r][0] = FMA(wb[c], xb[c], acc[r][0]);                \
+		}                                                                        \
+	}                                                                                \
 	/* decode: two chunks a pass, so both halves of a block share its       \
 	 * scales (batch tiles are short of registers for it: AVX2 lost 30%) */  \
 	for (; T == 1 && k + 2 * LANES <= cols; k += 2 * LANES) {                        \
@@ -274,6 +287,53 @@ load_generic(uint32_t type, const void *row, int k)
 #ifndef PAIR_q6_K
 #define PAIR_q6_K NO_PAIR
 #define HAS_PAIR_q6_K 0
+#endif
+
+/* Types without a block loader (HAS_BLOCK_type 0) go by chunks or pairs. */
+#define NO_BLOCK(row, k, wb) ((void)(row), (void)(k), (void)(wb))
+#ifndef BLOCK_f32
+#define BLOCK_f32 NO_BLOCK
+#define HAS_BLOCK_f32 0
+#endif
+#ifndef BLOCK_f16
+#define BLOCK_f16 NO_BLOCK
+#define HAS_BLOCK_f16 0
+#endif
+#ifndef BLOCK_bf16
+#define BLOCK_bf16 NO_BLOCK
+#define HAS_BLOCK_bf16 0
+#endif
+#ifndef BLOCK_q8_0
+#define BLOCK_q8_0 NO_BLOCK
+#define HAS_BLOCK_q8_0 0
+#endif
+#ifndef BLOCK_q4_0
+#define BLOCK_q4_0 NO_BLOCK
+#define HAS_BLOCK_q4_0 0
+#endif
+#ifndef BLOCK_q4_1
+#define BLOCK_q4_1 NO_BLOCK
+#define HAS_BLOCK_q4_1 0
+#endif
+#ifndef BLOCK_q5_0
+#define BLOCK_q5_0 NO_BLOCK
+#define HAS_BLOCK_q5_0 0
+#endif
+#ifndef BLOCK_q5_1
+#define BLOCK_q5_1 NO_BLOCK
+#define HAS_BLOCK_q5_1 0
+#endif
+#ifndef BLOCK_q4_K
+#define BLOCK_q4_K NO_BLOCK
+#define HAS_BLOCK_q4_K 0
+#endif
+#ifndef BLOCK_q5_K
+#define BLOCK_q5_K NO_BLOCK
+#define HAS_BLOCK_q5_K 0
+#endif
+#ifndef BLOCK_q6_K
+#define BLOCK_q6_K NO_BLOCK
+#define HAS_BLOCK_q6_K 0
 #endif
 
 /* Block types have no tail: rows are whole blocks. */

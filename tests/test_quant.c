@@ -136,7 +136,7 @@ simd_kernels_match_the_scalar_kernel(void)
 	static const int cols_list[] = { 512, 576, 96, 40, 13 };	/* whole chunks and tails */
 	int best = quant_isa(), isa, ti, ci, r, t, i;
 	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
-	float ref[T][ROWS], got[T][ROWS], one;
+	float ref[T][ROWS], got[T][ROWS], one, dec[ROWS];
 	unsigned char *q = xmalloc(ROWS * MAXC * 4);
 
 	for (i = 0; i < ROWS * MAXC; i++)
@@ -163,6 +163,13 @@ simd_kernels_match_the_scalar_kernel(void)
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++)
 						scale = worst_of(scale, fabs(ref[t][r]));
+				/* one token, all rows (decode's tiles of eight, then the rest): the batch's bits */
+				for (t = 0; t < T; t++) {
+					quant_gemm(type, q, rb, 0, ROWS, cols, x + t * MAXC, MAXC, 1, dec, ROWS);
+					for (r = 0; r < ROWS; r++)
+						CHECK(memcmp(&dec[r], &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) decoded differs",
+						    quant_isa_name(isa), gguf_type_name(type), cols, r, t);
+				}
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++) {
 						double e = fabs(got[t][r] - ref[t][r]) / scale;
