@@ -158,22 +158,6 @@ load_q5_0(const void *row, int k)
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
-/* Two chunks of a q5_0 block (k a multiple of 16): one scale, one qh. */
-static inline __attribute__((always_inline)) void
-pair_q5_0(const void *row, int k, __m256 *a, __m256 *b)
-{
-	const struct block_q5_0 *blk = (const struct block_q5_0 *)row + k / 32;
-	int off = k % 32;
-	__m256 d = _mm256_set1_ps(quant_f16_table[blk->d]);
-	uint32_t qh;
-
-	memcpy(&qh, blk->qh, 4);
-	qh >>= off;
-	*a = q5_0_widen(d, _mm256_add_epi32(nibbles8(blk->qs, off >= 16), fifth_bits8(qh)));
-	*b = q5_0_widen(d, _mm256_add_epi32(nibbles8(blk->qs + 8, off >= 16), fifth_bits8(qh >> 8)));
-}
-#define PAIR_q5_0(row, k, a, b) pair_q5_0(row, k, &(a), &(b))
-#define HAS_PAIR_q5_0 1
 
 /* q4_K: (d * sc) * q - dmin * m, per sub-block of 32; its two factors, broadcast */
 static inline __attribute__((always_inline)) void
@@ -199,21 +183,6 @@ load_q4_K(const void *row, int k)
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
-/* Two chunks of a q4_K sub-block (k a multiple of 16): its scale once. */
-static inline __attribute__((always_inline)) void
-pair_q4_K(const void *row, int k, __m256 *a, __m256 *b)
-{
-	const struct block_q4_K *blk = (const struct block_q4_K *)row + k / QK_K;
-	int off = k % QK_K, j = off / 32;
-	const uint8_t *q = blk->qs + 32 * (j / 2) + off % 32;
-	__m256 d, m;
-
-	q4_K_scales(blk, j, &d, &m);
-	*a = Q4_K_WIDEN(d, m, nibbles8(q, j % 2));
-	*b = Q4_K_WIDEN(d, m, nibbles8(q + 8, j % 2));
-}
-#define PAIR_q4_K(row, k, a, b) pair_q4_K(row, k, &(a), &(b))
-#define HAS_PAIR_q4_K 1
 
 /* q4_1: d * q + m */
 static inline __attribute__((always_inline)) __m256
@@ -281,6 +250,162 @@ load_q6_K(const void *row, int k)
 	    _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(32))));
 }
 #define LOAD_Q6_K(row, k, ...) load_q6_K(row, k)
+
+/*
+ * Block loaders for decode tiles (BLOCK_type in quant_simd.h): the 32
+ * weights of a block or sub-block at k as four chunks, from one load of
+ * its bytes and one look at its scales, and the very same values as four
+ * LOAD_type calls.
+ */
+
+/* 16 or 32 small signed ints in bytes, as two or four chunks of floats */
+static inline __attribute__((always_inline)) void
+ints16(__m128i q, __m256 *v)
+{
+	v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+	v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)));
+}
+
+static inline __attribute__((always_inline)) void
+ints32(__m256i q, __m256 *v)
+{
+	ints16(_mm256_castsi256_si128(q), v);
+	ints16(_mm256_extracti128_si256(q, 1), v + 2);
+}
+
+/* wb[c] = expr for the four chunks, unrolled (gcc keeps a loop's array in memory) */
+#define SCALE4(wb, expr) do { int c; \
+	c = 0; (wb)[c] = (expr); c = 1; (wb)[c] = (expr); c = 2; (wb)[c] = (expr); c = 3; (wb)[c] = (expr); \
+} while (0)
+
+/* The 32 nibbles of a 16-byte block as 4 chunks of int32 (weights 0-15 are
+ * the low ones): bytes 0-7 and 8-15 widened once each, then split */
+#define NIBBLES_OF_BLOCK(qs, q) do { \
+	__m256i b0_ = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs))); \
+	__m256i b1_ = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((qs) + 8))); \
+	(q)[0] = _mm256_and_si256(b0_, _mm256_set1_epi32(0x0f)); \
+	(q)[1] = _mm256_and_si256(b1_, _mm256_set1_epi32(0x0f)); \
+	(q)[2] = _mm256_srli_epi32(b0_, 4); \
+	(q)[3] = _mm256_srli_epi32(b1_, 4); \
+} while (0)
+/* The low or high nibbles of 32 bytes */
+#define NIBBLES32(q, high) _mm256_and_si256((high) ? _mm256_srli_epi16(q, 4) : (q), _mm256_set1_epi8(0x0f))
+
+static inline __attribute__((always_inline)) void
+block_q4_0(const void *row, int k, __m256 *wb)
+{
+	const struct block_q4_0 *b = (const struct block_q4_0 *)row + k / 32;
+	__m256 d = _mm256_set1_ps(quant_f16_table[b->d]);
+	__m256i q[4], eight = _mm256_set1_epi32(8);
+
+	NIBBLES_OF_BLOCK(b->qs, q);
+	SCALE4(wb, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q[c], eight))));
+}
+#define BLOCK_q4_0(row, k, wb) block_q4_0(row, k, wb)
+#define HAS_BLOCK_q4_0 1
+
+static inline __attribute__((always_inline)) void
+block_q4_1(const void *row, int k, __m256 *wb)
+{
+	const struct block_q4_1 *b = (const struct block_q4_1 *)row + k / 32;
+	__m256 d = _mm256_set1_ps(quant_f16_table[b->d]), m = _mm256_set1_ps(quant_f16_table[b->m]);
+	__m256i q[4];
+
+	NIBBLES_OF_BLOCK(b->qs, q);
+	SCALE4(wb, _mm256_add_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q[c])), m));
+}
+#define BLOCK_q4_1(row, k, wb) block_q4_1(row, k, wb)
+#define HAS_BLOCK_q4_1 1
+
+static inline __attribute__((always_inline)) void
+block_q5_0(const void *row, int k, __m256 *wb)
+{
+	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
+	__m256 d = _mm256_set1_ps(quant_f16_table[b->d]);
+	__m256i q[4];
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	NIBBLES_OF_BLOCK(b->qs, q);
+	SCALE4(wb, q5_0_widen(d, _mm256_add_epi32(q[c], fifth_bits8(qh >> 8 * c))));
+}
+#define BLOCK_q5_0(row, k, wb) block_q5_0(row, k, wb)
+#define HAS_BLOCK_q5_0 1
+
+static inline __attribute__((always_inline)) void
+block_q5_1(const void *row, int k, __m256 *wb)
+{
+	const struct block_q5_1 *b = (const struct block_q5_1 *)row + k / 32;
+	__m256 d = _mm256_set1_ps(quant_f16_table[b->d]), m = _mm256_set1_ps(quant_f16_table[b->m]);
+	__m256i q[4];
+	uint32_t qh;
+
+	memcpy(&qh, b->qh, 4);
+	NIBBLES_OF_BLOCK(b->qs, q);
+	SCALE4(wb, _mm256_add_ps(_mm256_mul_ps(d,
+	    _mm256_cvtepi32_ps(_mm256_add_epi32(q[c], fifth_bits8(qh >> 8 * c)))), m));
+}
+#define BLOCK_q5_1(row, k, wb) block_q5_1(row, k, wb)
+#define HAS_BLOCK_q5_1 1
+
+/* q4_K and q5_K: sub-block j of 32 */
+static inline __attribute__((always_inline)) void
+block_q4_K(const void *row, int k, __m256 *wb)
+{
+	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
+	int j = k % QK_K / 32;
+	__m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (j / 2)));
+	__m256 d, m;
+
+	q4_K_scales(b, j, &d, &m);
+	ints32(NIBBLES32(q, j % 2), wb);
+	SCALE4(wb, _mm256_sub_ps(_mm256_mul_ps(d, wb[c]), m));
+}
+#define BLOCK_q4_K(row, k, wb) block_q4_K(row, k, wb)
+#define HAS_BLOCK_q4_K 1
+
+static inline __attribute__((always_inline)) void
+block_q5_K(const void *row, int k, __m256 *wb)
+{
+	const struct block_q5_K *b = (const struct block_q5_K *)row + k / QK_K;
+	int j = k % QK_K / 32, sc, mn;
+	__m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (j / 2)));
+	__m256i h = _mm256_loadu_si256((const __m256i *)b->qh);
+	__m256 d, m;
+
+	/* bit j of each qh byte, moved to bit 4 */
+	h = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+	q = _mm256_add_epi8(NIBBLES32(q, j % 2), _mm256_slli_epi16(h, 4));
+	quant_k4_scale_min(j, b->scales, &sc, &mn);
+	d = _mm256_set1_ps(quant_f16_table[b->d] * (float)sc);
+	m = _mm256_set1_ps(quant_f16_table[b->dmin] * (float)mn);
+	ints32(q, wb);
+	SCALE4(wb, _mm256_sub_ps(_mm256_mul_ps(d, wb[c]), m));
+}
+#define BLOCK_q5_K(row, k, wb) block_q5_K(row, k, wb)
+#define HAS_BLOCK_q5_K 1
+
+/* q6_K: 32 weights of one quarter of a half, two sub-blocks of 16 */
+static inline __attribute__((always_inline)) void
+block_q6_K(const void *row, int k, __m256 *wb)
+{
+	const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
+	int off = k % QK_K, half = off / 128, quarter = off % 128 / 32;
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + (quarter & 1) * 32));
+	__m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+	__m256 d0 = _mm256_set1_ps(quant_f16_table[b->d] * (float)b->scales[off / 16]);
+	__m256 d1 = _mm256_set1_ps(quant_f16_table[b->d] * (float)b->scales[off / 16 + 1]);
+
+	hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+	lo = _mm256_or_si256(NIBBLES32(lo, quarter >= 2), _mm256_slli_epi16(hi, 4));
+	ints32(_mm256_sub_epi8(lo, _mm256_set1_epi8(32)), wb);
+	wb[0] = _mm256_mul_ps(d0, wb[0]);
+	wb[1] = _mm256_mul_ps(d0, wb[1]);
+	wb[2] = _mm256_mul_ps(d1, wb[2]);
+	wb[3] = _mm256_mul_ps(d1, wb[3]);
+}
+#define BLOCK_q6_K(row, k, wb) block_q6_K(row, k, wb)
+#define HAS_BLOCK_q6_K 1
 
 /* A fixed tree: 8 -> 4 -> 2 -> 1. */
 static inline __attribute__((always_inline)) float
