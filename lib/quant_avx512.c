@@ -259,6 +259,28 @@ load_q6_K(const void *row, int k)
 }
 #define LOAD_Q6_K(row, k, ...) load_q6_K(row, k)
 
+/* 32 weights of q6_K, two sub-blocks of 16: one load of their bits */
+static inline __attribute__((always_inline)) void
+block_q6_K(const void *row, int k, __m512 *wb)
+{
+	const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
+	int off = k % QK_K, half = off / 128, quarter = off % 128 / 32;
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + (quarter & 1) * 32));
+	__m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+
+	if (quarter >= 2)
+		lo = _mm256_srli_epi16(lo, 4);
+	lo = _mm256_and_si256(lo, _mm256_set1_epi8(0x0f));
+	hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+	lo = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+	wb[0] = _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)b->scales[off / 16]),
+	    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(lo))));
+	wb[1] = _mm512_mul_ps(_mm512_set1_ps(quant_f16_table[b->d] * (float)b->scales[off / 16 + 1]),
+	    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(lo, 1))));
+}
+#define BLOCK_q6_K(row, k, wb) block_q6_K(row, k, wb)
+#define HAS_BLOCK_q6_K 1
+
 /* A fixed tree: 16 -> 8 -> 4 -> 2 -> 1. */
 static inline __attribute__((always_inline)) float
 reduce512(__m512 v)
