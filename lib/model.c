@@ -315,6 +315,7 @@ model_load(struct model *m, const char *path)
 	m->vbuf = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	m->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	m->rope_inv_freq = xcalloc((size_t)c->rope_dim / 2, sizeof(double));
+	m->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
 	for (i = 0; i < c->rope_dim / 2; i++)
 		m->rope_inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->rope_dim) /
 		    (m->rope_factors ? (double)m->rope_factors[i] : 1.0);
@@ -342,6 +343,7 @@ model_free(struct model *m)
 	free(m->att);
 	free(m->tile);
 	free(m->rope_inv_freq);
+	free(m->rope_cs);
 	free(m->used);
 	gguf_close(&m->gguf);
 	memset(m, 0, sizeof *m);
@@ -558,25 +560,39 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 /*
  * RoPE: rotate pairs of each head's first rope_dim dimensions by pos times
  * their frequency: adjacent pairs (x[2i], x[2i+1]) in llama's "normal"
- * style, (x[i], x[i + rope_dim/2]) in the NEOX style of qwen2.
+ * style, (x[i], x[i + rope_dim/2]) in the NEOX style of qwen2.  The
+ * angles' cos and sin are computed once a pass (rope_angles into cs[2i],
+ * cs[2i + 1]), not per layer: each is a call to cos and one to sin.
  */
 static void
-rope(const struct model *m, float *vec, int n_heads, int pos)
+rope_angles(const struct model *m, int pos, float *cs)
+{
+	int i;
+
+	for (i = 0; i < m->c.rope_dim / 2; i++) {
+		double theta = pos * m->rope_inv_freq[i];
+		cs[2 * i] = (float)cos(theta);
+		cs[2 * i + 1] = (float)sin(theta);
+	}
+}
+
+/* Rotate by the angles of rope_angles(). */
+static void
+rope_by(const struct model *m, float *vec, int n_heads, const float *cs)
 {
 	const struct model_config *c = &m->c;
 	int h, i, half = c->rope_dim / 2;
 
 	for (i = 0; i < half; i++) {
-		double theta = pos * m->rope_inv_freq[i];
-		float cs = (float)cos(theta), sn = (float)sin(theta);
+		float co = cs[2 * i], sn = cs[2 * i + 1];
 		int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
 
 		for (h = 0; h < n_heads; h++) {
 			float *p = vec + h * c->head_dim;
 			float x0 = p[a], x1 = p[b];
 
-			p[a] = x0 * cs - x1 * sn;
-			p[b] = x0 * sn + x1 * cs;
+			p[a] = x0 * co - x1 * sn;
+			p[b] = x0 * sn + x1 * co;
 		}
 	}
 }
@@ -690,7 +706,8 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
 	const struct model_config *c = &m->c;
 	size_t ld = (size_t)m->att_cap;
 	int hd = c->head_dim, e = kv_evicted(kv, pos), lo, p, h, d;
-	float *qs = scratch, *key = scratch + (size_t)group * hd, sum;
+	/* scratch: the rotated queries, a key, and the angles (group + 2 heads) */
+	float *qs = scratch, *key = scratch + (size_t)group * hd, *cs = key + hd, sum;
 
 	if (e == 0)
 		return;
@@ -708,7 +725,8 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
 			att[h * ld + kv_slot(kv, p)] = -INFINITY;
 	}
 	memcpy(qs, q, (size_t)group * hd * sizeof *qs);
-	rope(m, qs, group, -e);
+	rope_angles(m, -e, cs);
+	rope_by(m, qs, group, cs);
 	for (p = 0; p < kv->sinks; p++) {
 		kv_key(kv, layer, p, kvh * hd, hd, key);
 		for (h = 0; h < group; h++) {
@@ -955,6 +973,10 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 	 */
 	one_by_one = kv->window && pos + n > kv->slots;
 
+	/* the batch's RoPE angles, for every layer */
+	for (i = 0; i < n; i++)
+		rope_angles(m, pos + i, m->rope_cs + (size_t)i * c->rope_dim);
+
 	for (i = 0; i < n; i++)
 		quant_dequant_row(m->token_embd.type,
 		    (const char *)m->token_embd.data + (size_t)tokens[i] * m->token_embd.row_bytes,
@@ -979,8 +1001,8 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		head_norm(m, m->q, n, Q, c->n_heads, L->q_norm);
 		head_norm(m, k, n, KV, c->n_kv_heads, L->k_norm);
 		for (i = 0; i < n; i++) {
-			rope(m, m->q + (size_t)i * Q, c->n_heads, pos + i);
-			rope(m, k + (size_t)i * KV, c->n_kv_heads, pos + i);
+			rope_by(m, m->q + (size_t)i * Q, c->n_heads, m->rope_cs + (size_t)i * c->rope_dim);
+			rope_by(m, k + (size_t)i * KV, c->n_kv_heads, m->rope_cs + (size_t)i * c->rope_dim);
 		}
 		for (i = 0; i < (one_by_one ? n : 1); i++) {
 			int p = pos + i, b = one_by_one ? 1 : n;

@@ -64,6 +64,7 @@ struct model {
 	int att_cap, att_threads;
 	const float *rope_factors;	/* rope_freqs.weight, rope_dim / 2 of them, or NULL */
 	double *rope_inv_freq;	/* rope_dim / 2 entries, divided by rope_freqs.weight's factors if any */
+	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
 	unsigned char *used;	/* per tensor of the file: bound to the model */
 	struct pool *pool;
 };
