@@ -175,7 +175,7 @@ empty_prompt_starts_from_bos() {
 	echo 1 | "$D" -m "$m" --greedy -n 5 --ignore-eos | cmp - "$TMP/a" || fail "differs from BOS prompt"
 }
 
-# --warmup runs a token on a scratch cache first: the output and the cache are the same.
+# --warmup runs the prompt's first batch on a scratch cache first: the output and the cache are the same.
 warmup_changes_nothing_but_the_clock() {
 	m=$(tiny q8_0)
 	echo "1 5 9" | "$D" -m "$m" -n 20 --greedy --ignore-eos --kv-out "$TMP/a.kv" >"$TMP/a" || fail "exit $?"
@@ -184,6 +184,11 @@ warmup_changes_nothing_but_the_clock() {
 	cmp -s "$TMP/a" "$TMP/b" || fail "the tokens differ"
 	cmp -s "$TMP/a.kv" "$TMP/b.kv" || fail "the caches differ"
 	grep -q '"computed_tokens":22,' "$TMP/js" || fail "$(cat "$TMP/js")"
+	# a prompt longer than a batch, a quantized cache and a window
+	seq 3 200 | "$D" -m "$m" -n 8 --greedy --ignore-eos --kv-type q4_0 --kv-window 96 >"$TMP/a" || fail "exit $?"
+	seq 3 200 | "$D" -m "$m" -n 8 --greedy --ignore-eos --kv-type q4_0 --kv-window 96 --warmup >"$TMP/b" ||
+		fail "exit $?"
+	cmp -s "$TMP/a" "$TMP/b" || fail "the tokens differ with a long prompt"
 }
 
 t stories260K_reproduces_reference_ids
