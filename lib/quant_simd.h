@@ -135,14 +135,22 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	}                                                                                \
 }                                                                                        \
                                                                                          \
-/* Widen rows to f32 with the kernel's own conversion: the same bits. */     \
+/* Widen rows to f32 by the kernel's own loaders, blocks if it has them: the same bits. */ \
 static void                                                                              \
 CAT(PREFIX, widen_##TYPE)(const char *w, size_t row_bytes, int R, int cols, float *out)  \
 {                                                                                        \
 	int r, k;                                                                        \
                                                                                          \
 	for (r = 0; r < R; r++) {                                                        \
-		for (k = 0; k + LANES <= cols; k += LANES)                               \
+		k = 0;                                                                   \
+		for (; HAS_BLOCK_##TYPE && k + 32 <= cols; k += 32) {                    \
+			VEC wb[32 / LANES];                                              \
+			int c;                                                           \
+			BLOCK_##TYPE(w + (size_t)r * row_bytes, k, wb);                  \
+			UNROLL for (c = 0; c < 32 / LANES; c++)                          \
+				STORE(out + (size_t)r * cols + k + c * LANES, wb[c]);    \
+		}                                                                        \
+		for (; k + LANES <= cols; k += LANES)                                    \
 			STORE(out + (size_t)r * cols + k, LOAD(w + (size_t)r * row_bytes, k)); \
 		if (k < cols)                                                            \
 			STORE_TAIL(out + (size_t)r * cols + k,                           \
