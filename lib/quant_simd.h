@@ -135,7 +135,7 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	}                                                                                \
 }                                                                                        \
                                                                                          \
-/* Widen rows to f32 by the kernel's own loaders, blocks if it has them: the same bits. */ \
+/* Widen rows to f32 by the kernel's loaders, blocks if it has them: same bits. */       \
 static void                                                                              \
 CAT(PREFIX, widen_##TYPE)(const char *w, size_t row_bytes, int R, int cols, float *out)  \
 {                                                                                        \
