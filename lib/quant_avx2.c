@@ -118,31 +118,34 @@ load_q4_0(const void *row, int k)
 }
 #define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
 
-/* Byte i of entry b is 16 where bit i of b is set: the fifth bits of eight weights. */
-#define FIFTH(b, i) ((uint64_t)((b) >> (i) & 1) << (8 * (i) + 4))
-#define FIFTHS(b) (FIFTH(b, 0) | FIFTH(b, 1) | FIFTH(b, 2) | FIFTH(b, 3) | \
-	FIFTH(b, 4) | FIFTH(b, 5) | FIFTH(b, 6) | FIFTH(b, 7))
-#define FIFTHS4(b) FIFTHS(b), FIFTHS((b) + 1), FIFTHS((b) + 2), FIFTHS((b) + 3)
-#define FIFTHS16(b) FIFTHS4(b), FIFTHS4((b) + 4), FIFTHS4((b) + 8), FIFTHS4((b) + 12)
-#define FIFTHS64(b) FIFTHS16(b), FIFTHS16((b) + 16), FIFTHS16((b) + 32), FIFTHS16((b) + 48)
-static const uint64_t fifth_table[256] = {
-	FIFTHS64(0u), FIFTHS64(64u), FIFTHS64(128u), FIFTHS64(192u)
-};
+/*
+ * The fifth bits of eight weights, bits 0-7 of b, as an int32 a lane from
+ * an 8 KiB table instead of a broadcast, a mask and a compare: 16 or 0
+ * (q5_1), or with q5_0's offset taken off, 0 or -16.
+ */
+#define FIFTH(b, i, o) ((((int32_t)((b) >> (i) & 1)) << 4) - (o))
+#define FIFTHS(b, o) { FIFTH(b, 0, o), FIFTH(b, 1, o), FIFTH(b, 2, o), FIFTH(b, 3, o), \
+	FIFTH(b, 4, o), FIFTH(b, 5, o), FIFTH(b, 6, o), FIFTH(b, 7, o) }
+#define FIFTHS4(b, o) FIFTHS(b, o), FIFTHS((b) + 1, o), FIFTHS((b) + 2, o), FIFTHS((b) + 3, o)
+#define FIFTHS16(b, o) FIFTHS4(b, o), FIFTHS4((b) + 4, o), FIFTHS4((b) + 8, o), FIFTHS4((b) + 12, o)
+#define FIFTHS64(b, o) FIFTHS16(b, o), FIFTHS16((b) + 16, o), FIFTHS16((b) + 32, o), FIFTHS16((b) + 48, o)
+#define FIFTHS256(o) FIFTHS64(0u, o), FIFTHS64(64u, o), FIFTHS64(128u, o), FIFTHS64(192u, o)
+static const int32_t fifth_table[256][8] __attribute__((aligned(32))) = { FIFTHS256(0) };
+static const int32_t fifth_less16_table[256][8] __attribute__((aligned(32))) = { FIFTHS256(16) };
 
-/* Eight fifth bits, bits 0-7 of b, as 16 or 0 in each int32 lane: one
- * load from a 2 KiB table instead of a broadcast, a mask and a compare. */
 static inline __attribute__((always_inline)) __m256i
 fifth_bits8(uint32_t b)
 {
-	return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&fifth_table[b & 0xff]));
+	return _mm256_load_si256((const __m256i *)fifth_table[b & 0xff]);
+}
+
+static inline __attribute__((always_inline)) __m256i
+fifth_less16(uint32_t b)
+{
+	return _mm256_load_si256((const __m256i *)fifth_less16_table[b & 0xff]);
 }
 
 /* q5_0: d * (q - 16), the fifth bit of weight j is bit j of qh */
-static inline __attribute__((always_inline)) __m256
-q5_0_widen(__m256 d, __m256i q)
-{
-	return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(16))));
-}
 
 static inline __attribute__((always_inline)) __m256
 load_q5_0(const void *row, int k)
@@ -153,8 +156,8 @@ load_q5_0(const void *row, int k)
 	uint32_t qh;
 
 	memcpy(&qh, b->qh, 4);
-	q = _mm256_add_epi32(q, fifth_bits8(qh >> off));
-	return q5_0_widen(_mm256_set1_ps(quant_f16_table[b->d]), q);
+	q = _mm256_add_epi32(q, fifth_less16(qh >> off));
+	return _mm256_mul_ps(_mm256_set1_ps(quant_f16_table[b->d]), _mm256_cvtepi32_ps(q));
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
@@ -327,7 +330,7 @@ block_q5_0(const void *row, int k, __m256 *wb)
 
 	memcpy(&qh, b->qh, 4);
 	NIBBLES_OF_BLOCK(b->qs, q);
-	SCALE4(wb, q5_0_widen(d, _mm256_add_epi32(q[c], fifth_bits8(qh >> 8 * c))));
+	SCALE4(wb, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_add_epi32(q[c], fifth_less16(qh >> 8 * c)))));
 }
 #define BLOCK_q5_0(row, k, wb) block_q5_0(row, k, wb)
 #define HAS_BLOCK_q5_0 1
