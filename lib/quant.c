@@ -18,6 +18,8 @@
 /* f16 to f32 for every bit pattern; the SIMD kernels share it. */
 float quant_f16_table[1 << 16];
 #define f16_table quant_f16_table
+/* A byte as a signed int, in float: the kernels' scales without an int-to-float conversion each. */
+float quant_i8_table[256];
 
 typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
@@ -373,6 +375,8 @@ quant_init(void)
 		return;
 	for (i = 0; i < (1u << 16); i++)
 		f16_table[i] = f16_to_f32((uint16_t)i);
+	for (i = 0; i < 256; i++)
+		quant_i8_table[i] = (float)(int8_t)i;
 	quant_set_isa(cpu_isa());
 	if ((env = getenv("LLM_ISA")) != NULL)
 		for (isa = QUANT_SCALAR; isa <= QUANT_AVX512; isa++)
