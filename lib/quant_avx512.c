@@ -108,16 +108,16 @@ load_q4_0(const void *row, int k)
 }
 #define LOAD_Q4_0(row, k, ...) load_q4_0(row, k)
 
-/* Both halves of a q4_0 block: one load and widening, one table. */
+/* A q4_0 block, both chunks (BLOCK_type): one load and widening, one table. */
 static inline __attribute__((always_inline)) void
-pair_q4_0(const void *row, int k, __m512 *a, __m512 *b)
+block_q4_0(const void *row, int k, __m512 *wb)
 {
-	const struct block_q4_0 *blk = (const struct block_q4_0 *)row + k / 32;
+	const struct block_q4_0 *b = (const struct block_q4_0 *)row + k / 32;
 
-	by_nibbles(_mm_loadu_si128((const __m128i *)blk->qs), q4_0_table(blk), a, b);
+	by_nibbles(_mm_loadu_si128((const __m128i *)b->qs), q4_0_table(b), &wb[0], &wb[1]);
 }
-#define PAIR_q4_0(row, k, a, b) pair_q4_0(row, k, &(a), &(b))
-#define HAS_PAIR_q4_0 1
+#define BLOCK_q4_0(row, k, wb) block_q4_0(row, k, wb)
+#define HAS_BLOCK_q4_0 1
 
 /*
  * q5_0: d * (q - 16), the fifth bit from qh.  By the 4-bit table d * (n - 16)
@@ -146,21 +146,21 @@ load_q5_0(const void *row, int k)
 }
 #define LOAD_Q5_0(row, k, ...) load_q5_0(row, k)
 
-/* Both halves of a q5_0 block: one widening, one table, one qh. */
+/* A q5_0 block: one widening, one table, one qh. */
 static inline __attribute__((always_inline)) void
-pair_q5_0(const void *row, int k, __m512 *a, __m512 *b)
+block_q5_0(const void *row, int k, __m512 *wb)
 {
-	const struct block_q5_0 *blk = (const struct block_q5_0 *)row + k / 32;
-	float d = quant_f16_table[blk->d];
+	const struct block_q5_0 *b = (const struct block_q5_0 *)row + k / 32;
+	float d = quant_f16_table[b->d];
 	uint32_t qh;
 
-	memcpy(&qh, blk->qh, 4);
-	by_nibbles(_mm_loadu_si128((const __m128i *)blk->qs), q5_0_table(d), a, b);
-	*a = ADD_FIFTH(*a, qh, d);
-	*b = ADD_FIFTH(*b, qh >> 16, d);
+	memcpy(&qh, b->qh, 4);
+	by_nibbles(_mm_loadu_si128((const __m128i *)b->qs), q5_0_table(d), &wb[0], &wb[1]);
+	wb[0] = ADD_FIFTH(wb[0], qh, d);
+	wb[1] = ADD_FIFTH(wb[1], qh >> 16, d);
 }
-#define PAIR_q5_0(row, k, a, b) pair_q5_0(row, k, &(a), &(b))
-#define HAS_PAIR_q5_0 1
+#define BLOCK_q5_0(row, k, wb) block_q5_0(row, k, wb)
+#define HAS_BLOCK_q5_0 1
 
 /* q4_K: (d * sc) * q - dmin * m, per sub-block of 32 */
 static inline __attribute__((always_inline)) __m512
@@ -184,20 +184,20 @@ load_q4_K(const void *row, int k)
 }
 #define LOAD_Q4_K(row, k, ...) load_q4_K(row, k)
 
-/* A q4_K sub-block of 32 (k a multiple of 32): its scale and table once. */
+/* A q4_K sub-block of 32: its scale and table once. */
 static inline __attribute__((always_inline)) void
-pair_q4_K(const void *row, int k, __m512 *a, __m512 *b)
+block_q4_K(const void *row, int k, __m512 *wb)
 {
-	const struct block_q4_K *blk = (const struct block_q4_K *)row + k / QK_K;
+	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
 	int j = k % QK_K / 32;
-	const uint8_t *q = blk->qs + 32 * (j / 2);
-	__m512 table = q4_K_table(blk, j);
+	const uint8_t *q = b->qs + 32 * (j / 2);
+	__m512 table = q4_K_table(b, j);
 
-	*a = by_nibble(_mm_loadu_si128((const __m128i *)q), j % 2, table);
-	*b = by_nibble(_mm_loadu_si128((const __m128i *)(q + 16)), j % 2, table);
+	wb[0] = by_nibble(_mm_loadu_si128((const __m128i *)q), j % 2, table);
+	wb[1] = by_nibble(_mm_loadu_si128((const __m128i *)(q + 16)), j % 2, table);
 }
-#define PAIR_q4_K(row, k, a, b) pair_q4_K(row, k, &(a), &(b))
-#define HAS_PAIR_q4_K 1
+#define BLOCK_q4_K(row, k, wb) block_q4_K(row, k, wb)
+#define HAS_BLOCK_q4_K 1
 
 /* q4_1: d * q + m */
 static inline __attribute__((always_inline)) __m512

@@ -48,20 +48,6 @@
 		TILE_FMAS(wv, k)                                                         \
 	} while (0)
 
-/*
- * Two chunks at k and k + LANES for each row, from a file's PAIR_type(row,
- * k, a, b) that shares the block's work between them; the same multiply-adds
- * in the same order as two TILE_STEPs.  Only where registers hold 2R weights.
- */
-#define TILE_PAIR(PAIR, k)                                                               \
-	do {                                                                             \
-		VEC wv2[8];                                                              \
-		UNROLL for (r = 0; r < R; r++)                                           \
-			PAIR(w + (size_t)r * row_bytes, k, wv[r], wv2[r]);               \
-		TILE_FMAS(wv, k)                                                         \
-		TILE_FMAS(wv2, (k) + LANES)                                              \
-	} while (0)
-
 /* The next n lines of the tile after next, into L2. */
 #define FETCH_AHEAD(n)                                                                   \
 	do {                                                                             \
@@ -88,29 +74,33 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 	UNROLL for (r = 0; r < R; r++)                                                   \
 		UNROLL for (t = 0; t < T; t++)                                           \
 			acc[r][t] = ZERO();                                              \
-	/* decode, a block of 32 a row at a time where the file has a block     \
-	 * loader: each row's scale read once, the x chunks once for all rows */ \
+	/* decode, a block of 32 at a time where the file has a block loader:   \
+	 * each row's scales are read once.  BLOCK_BY_ROW (AVX2, 16 registers): \
+	 * a row's block meets the block's x chunks, loaded once, as soon as it \
+	 * is loaded.  Otherwise (AVX-512, 32): every row's block, then the     \
+	 * multiply-adds.  The same multiply-adds in the same order either way. */ \
 	for (; T == 1 && HAS_BLOCK_##TYPE && k + 32 <= cols; k += 32) {                 \
-		VEC xb[32 / LANES], wb[32 / LANES];                                      \
+		VEC wb[8][32 / LANES], xb[32 / LANES];                                   \
 		FETCH_AHEAD(32 / LANES * lines);                                         \
 		UNROLL for (c = 0; c < 32 / LANES; c++)                                  \
-			xb[c] = LOADX(x + k + c * LANES);                                \
+			xb[c] = BLOCK_BY_ROW ? LOADX(x + k + c * LANES) : ZERO();        \
 		UNROLL for (r = 0; r < R; r++) {                                         \
-			BLOCK_##TYPE(w + (size_t)r * row_bytes, k, wb);                  \
-			UNROLL for (c = 0; c < 32 / LANES; c++)                          \
-				acc[r][0] = FMA(wb[c], xb[c], acc[r][0]);                \
+			BLOCK_##TYPE(w + (size_t)r * row_bytes, k, wb[r]);               \
+			UNROLL for (c = 0; BLOCK_BY_ROW && c < 32 / LANES; c++)          \
+				acc[r][0] = FMA(wb[r][c], xb[c], acc[r][0]);             \
+		}                                                                        \
+		UNROLL for (c = 0; !BLOCK_BY_ROW && c < 32 / LANES; c++) {               \
+			VEC xv = LOADX(x + k + c * LANES);                               \
+			UNROLL for (r = 0; r < R; r++)                                   \
+				acc[r][0] = FMA(wb[r][c], xv, acc[r][0]);                \
 		}                                                                        \
 	}                                                                                \
-	/* decode: two chunks a pass, so both halves of a block share its       \
-	 * scales (batch tiles are short of registers for it: AVX2 lost 30%) */  \
+	/* decode, other types: two chunks a pass (batch tiles are short of     \
+	 * registers for it: AVX2 lost 30%) */                                   \
 	for (; T == 1 && k + 2 * LANES <= cols; k += 2 * LANES) {                        \
 		FETCH_AHEAD(2 * lines);                                                  \
-		if (HAS_PAIR_##TYPE)                                                     \
-			TILE_PAIR(PAIR_##TYPE, k);                                       \
-		else {                                                                   \
-			TILE_STEP(LOAD, k);                                              \
-			TILE_STEP(LOAD, k + LANES);                                      \
-		}                                                                        \
+		TILE_STEP(LOAD, k);                                                      \
+		TILE_STEP(LOAD, k + LANES);                                              \
 	}                                                                                \
 	for (; k + LANES <= cols; k += LANES) {                                          \
 		FETCH_AHEAD(lines);                                                      \
@@ -250,54 +240,10 @@ load_generic(uint32_t type, const void *row, int k)
 #define LOAD_Q5_K(row, k, ...) load_generic(GGML_Q5_K, row, k)
 #endif
 
-/* Types without a pair loader (HAS_PAIR_type 0) load their chunks one by one. */
-#define NO_PAIR(row, k, a, b) ((void)(row), (void)(k), (a) = (b) = ZERO())
-#ifndef PAIR_f32
-#define PAIR_f32 NO_PAIR
-#define HAS_PAIR_f32 0
+/* Types without a block loader (HAS_BLOCK_type 0) load their chunks one by one. */
+#ifndef BLOCK_BY_ROW
+#define BLOCK_BY_ROW 0
 #endif
-#ifndef PAIR_f16
-#define PAIR_f16 NO_PAIR
-#define HAS_PAIR_f16 0
-#endif
-#ifndef PAIR_bf16
-#define PAIR_bf16 NO_PAIR
-#define HAS_PAIR_bf16 0
-#endif
-#ifndef PAIR_q8_0
-#define PAIR_q8_0 NO_PAIR
-#define HAS_PAIR_q8_0 0
-#endif
-#ifndef PAIR_q4_0
-#define PAIR_q4_0 NO_PAIR
-#define HAS_PAIR_q4_0 0
-#endif
-#ifndef PAIR_q4_1
-#define PAIR_q4_1 NO_PAIR
-#define HAS_PAIR_q4_1 0
-#endif
-#ifndef PAIR_q5_0
-#define PAIR_q5_0 NO_PAIR
-#define HAS_PAIR_q5_0 0
-#endif
-#ifndef PAIR_q5_1
-#define PAIR_q5_1 NO_PAIR
-#define HAS_PAIR_q5_1 0
-#endif
-#ifndef PAIR_q4_K
-#define PAIR_q4_K NO_PAIR
-#define HAS_PAIR_q4_K 0
-#endif
-#ifndef PAIR_q5_K
-#define PAIR_q5_K NO_PAIR
-#define HAS_PAIR_q5_K 0
-#endif
-#ifndef PAIR_q6_K
-#define PAIR_q6_K NO_PAIR
-#define HAS_PAIR_q6_K 0
-#endif
-
-/* Types without a block loader (HAS_BLOCK_type 0) go by chunks or pairs. */
 #define NO_BLOCK(row, k, wb) ((void)(row), (void)(k), (void)(wb))
 #ifndef BLOCK_f32
 #define BLOCK_f32 NO_BLOCK
