@@ -64,11 +64,18 @@ REF=${LLAMA_BENCH:-../shared/ref/llama-bench}
 SCORE=${REF_SCORE:-../shared/ref/ref-score}
 [ -x "$REF" ] || echo "llama.cpp: $REF not present, so no llama.cpp figures"
 
-# refbench ARGS...: llama-bench's tokens per second for one test, or "-".
+# llama_tok_s BIN MODEL ARGS...: tokens per second of llama-bench's (last) test, or nothing.
+llama_tok_s() {
+	lb_bin=$1 lb_model=$2
+	shift 2
+	"$lb_bin" -m "$lb_model" -t "$th" -o csv "$@" 2>/dev/null | tail -n 1 |
+		awk -F, '{ gsub(/"/, "", $(NF - 1)); print $(NF - 1) }'
+}
+
+# refbench ARGS...: llama-bench's tokens per second for one test, 2 repetitions, or "-".
 refbench() {
 	if [ -x "$REF" ]; then
-		"$REF" -m "$m" -t "$th" -r 2 -o csv "$@" 2>/dev/null | tail -n 1 |
-			awk -F, '{ gsub(/"/, "", $(NF - 1)); printf "%.1f", $(NF - 1) }'
+		llama_tok_s "$REF" "$m" -r 2 "$@" | awk '{ printf "%.1f", $1 }'
 	else
 		printf -- -
 	fi
@@ -127,10 +134,8 @@ if [ -x "$REF" ]; then
 		$D -m "$m" -t "$th" -n 64 --ignore-eos --greedy --stats-json <"$TMP/c4000" >/dev/null 2>"$TMP/t13a" || exit 1
 		$D -m "$m" -t "$th" --kv-type q8_0 -n 64 --ignore-eos --greedy --stats-json \
 			<"$TMP/c4000" >/dev/null 2>"$TMP/t13b" || exit 1
-		rd=$("$REF" -m "$m" -t "$th" -r 1 -o csv -p 0 -n 32 -d 4000 2>/dev/null | tail -n 1 |
-			awk -F, '{ gsub(/"/, "", $(NF - 1)); print $(NF - 1) }')
-		rp=$("$REF" -m "$m" -t "$th" -r 1 -o csv -p 4000 -n 0 2>/dev/null | tail -n 1 |
-			awk -F, '{ gsub(/"/, "", $(NF - 1)); print $(NF - 1) }')
+		rd=$(llama_tok_s "$REF" "$m" -r 1 -p 0 -n 32 -d 4000)
+		rp=$(llama_tok_s "$REF" "$m" -r 1 -p 4000 -n 0)
 		echo "$(json decode_tok_s "$TMP/t13a") $(json decode_tok_s "$TMP/t13b") $(json prefill_tok_s "$TMP/t13a") ${rd:-0} ${rp:-0}" >>"$TMP/t13"
 	done
 	echo "issue 13's targets (best kernels, ${BENCH_ROUNDS:-5} alternating rounds against llama.cpp's f16 cache; median ratio, range)"
@@ -346,8 +351,7 @@ vs() {
 		LLM_ISA=$1 $D -m "$mm" -t "$th" -n $n --warmup --ignore-eos --greedy --stats-json \
 			<"$TMP/$in" >/dev/null 2>"$TMP/vs1" || return 1
 		theirs=-
-		[ -x "$ref" ] && theirs=$("$ref" -m "$mm" -t "$th" -r 1 -o csv $rargs 2>/dev/null | tail -n 1 |
-			awk -F, '{ gsub(/"/, "", $(NF - 1)); print $(NF - 1) }')
+		[ -x "$ref" ] && theirs=$(llama_tok_s "$ref" "$mm" -r 1 $rargs)
 		echo "$(json $key "$TMP/vs1") ${theirs:--}" >>"$TMP/vs"
 	done
 	sort -n -k1,1 "$TMP/vs" | awk '{ print $1 }' >"$TMP/vs-ours"
