@@ -24,6 +24,7 @@ float quant_i8_table[256];
 typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 gemm_fn quant_avx2_gemm, quant_avx512_gemm;
+int quant_avx2_rounds_x(uint32_t type), quant_avx512_rounds_x(uint32_t type);
 typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
 values_fn quant_avx2_attn_values, quant_avx512_attn_values;
@@ -676,6 +677,13 @@ quant_set_isa(int isa)
 	row_values_impl = isa == QUANT_AVX512 ? quant_avx512_row_values :
 	    isa == QUANT_AVX2 ? quant_avx2_row_values : NULL;
 	return 0;
+}
+
+int
+quant_rounds_x(uint32_t type)
+{
+	return isa_in_use == QUANT_AVX512 ? quant_avx512_rounds_x(type) :
+	    isa_in_use == QUANT_AVX2 ? quant_avx2_rounds_x(type) : 0;
 }
 
 int

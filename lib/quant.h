@@ -136,6 +136,13 @@ int quant_set_isa(int isa);
  */
 void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
+/*
+ * 1 if quant_gemm rounds x to 16-bit integers, a block of 32 at a time,
+ * for this type with the kernels in use (quant_simd.h's integer rule):
+ * still bitwise the same for a batch and one token at a time, and within
+ * about 1e-5 of the largest output of the exact products.
+ */
+int quant_rounds_x(uint32_t type);
 
 /*
  * Attention's weighted sum of values for the heads that share them:

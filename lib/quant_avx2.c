@@ -439,6 +439,84 @@ reduce_max256(__m256 v)
 }
 #define REDUCE_MAX(v) reduce_max256(v)
 
+/*
+ * The integer rule (quant_simd.h): a block of x as 32 int16, and weights
+ * as int16 in two vectors of 16 (0-15, 16-31) with their scale.
+ */
+#define IVEC __m256i
+#define IR 4	/* batch tiles: 4 rows by 2 tokens, 8 accumulators */
+#define IT 2
+#define ILOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define ISTORE(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define IMADD(a, b) _mm256_madd_epi16(a, b)
+#define IADD(a, b) _mm256_add_epi32(a, b)
+#define ICVT(v) _mm256_cvtepi32_ps(v)
+#define ISETZERO() _mm256_setzero_si256()
+
+/* x[0..32) rounded to int16 at scale max|x| / 32767 (returned), ties to even */
+static inline __attribute__((always_inline)) float
+round_x(const float *x, int16_t *q)
+{
+	__m256 v[4], m = _mm256_setzero_ps(), inv;
+	__m256i i[4];
+	float amax;
+	int c;
+
+	for (c = 0; c < 4; c++) {
+		v[c] = _mm256_loadu_ps(x + 8 * c);
+		m = _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[c]));
+	}
+	amax = reduce_max256(m);
+	inv = _mm256_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
+	for (c = 0; c < 4; c++)
+		i[c] = _mm256_cvtps_epi32(_mm256_mul_ps(v[c], inv));
+	/* packs interleaves the halves; the permute puts them back in order */
+	_mm256_storeu_si256((__m256i *)q, _mm256_permute4x64_epi64(_mm256_packs_epi32(i[0], i[1]), 0xd8));
+	_mm256_storeu_si256((__m256i *)(q + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(i[2], i[3]), 0xd8));
+	return amax / 32767.0f;
+}
+#define ROUND_X(x, q) round_x(x, q)
+
+/* q4_0: q - 8 */
+static inline __attribute__((always_inline)) float
+iblock_q4_0(const void *row, int b, __m256i *wi)
+{
+	const struct block_q4_0 *bl = (const struct block_q4_0 *)row + b;
+	__m128i v = _mm_loadu_si128((const __m128i *)bl->qs), m = _mm_set1_epi8(0x0f), e = _mm_set1_epi8(8);
+
+	wi[0] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(v, m), e));
+	wi[1] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), e));
+	return quant_f16_table[bl->d];
+}
+#define IBLOCK_q4_0(row, b, wi) iblock_q4_0(row, b, wi)
+#define HAS_IBLOCK_q4_0 1
+
+/* q5_0: (nibble | fifth bit << 4) - 16, the bits spread to bytes by a shuffle */
+static inline __attribute__((always_inline)) float
+iblock_q5_0(const void *row, int b, __m256i *wi)
+{
+	const struct block_q5_0 *bl = (const struct block_q5_0 *)row + b;
+	__m128i v = _mm_loadu_si128((const __m128i *)bl->qs);
+	__m256i q, bits;
+	uint32_t qh;
+
+	memcpy(&qh, bl->qh, 4);
+	q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+	/* byte j gets qh's byte j / 8, then tests its bit j % 8 */
+	bits = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), _mm256_set_epi64x(
+	    0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+	bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+	    _mm256_set1_epi8(-1));
+	/* q - 16 where the bit is clear, q where it is set */
+	q = _mm256_sub_epi8(q, _mm256_andnot_si256(bits, _mm256_set1_epi8(16)));
+	wi[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+	wi[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+	return quant_f16_table[bl->d];
+}
+#define IBLOCK_q5_0(row, b, wi) iblock_q5_0(row, b, wi)
+#define HAS_IBLOCK_q5_0 1
+
+
 static inline __attribute__((always_inline)) __m256
 tail_pad(const float *p, int n, float pad)
 {
@@ -483,6 +561,12 @@ exp256(__m256 x)
 int quant_avx2_built = 1;
 #else
 int quant_avx2_built = 0;
+int
+quant_avx2_rounds_x(uint32_t type)
+{
+	(void)type;
+	return 0;
+}
 void
 quant_avx2_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)

@@ -356,6 +356,12 @@ reduce512x4(__m512 a, __m512 b, __m512 c, __m512 d, float *out)
 int quant_avx512_built = 1;
 #else
 int quant_avx512_built = 0;
+int
+quant_avx512_rounds_x(uint32_t type)
+{
+	(void)type;
+	return 0;
+}
 void
 quant_avx512_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)

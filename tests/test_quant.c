@@ -179,7 +179,9 @@ simd_kernels_match_the_scalar_kernel(void)
 						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
 						    quant_isa_name(isa), gguf_type_name(type), cols, r, t);
 					}
-				CHECK(worst < 1e-5, "%s %s cols %d: relative error %g against scalar",
+				/* the integer rule rounds x at 1 / 65534 of a block's largest */
+				CHECK(worst < (quant_rounds_x(type) ? 1e-4 : 1e-5),
+				    "%s %s cols %d: relative error %g against scalar",
 				    quant_isa_name(isa), gguf_type_name(type), cols, worst);
 			}
 		}
