@@ -479,21 +479,22 @@ round_x(const float *x, int16_t *q)
 
 /* q4_0: q - 8 */
 static inline __attribute__((always_inline)) float
-iblock_q4_0(const void *row, int b, __m256i *wi)
+iblock_q4_0(const void *row, int b, __m256i *wi, float *mn)
 {
 	const struct block_q4_0 *bl = (const struct block_q4_0 *)row + b;
 	__m128i v = _mm_loadu_si128((const __m128i *)bl->qs), m = _mm_set1_epi8(0x0f), e = _mm_set1_epi8(8);
 
 	wi[0] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(v, m), e));
 	wi[1] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), e));
+	*mn = 0;
 	return quant_f16_table[bl->d];
 }
-#define IBLOCK_q4_0(row, b, wi) iblock_q4_0(row, b, wi)
+#define IBLOCK_q4_0(row, b, wi, m) iblock_q4_0(row, b, wi, m)
 #define HAS_IBLOCK_q4_0 1
 
 /* q5_0: (nibble | fifth bit << 4) - 16, the bits spread to bytes by a shuffle */
 static inline __attribute__((always_inline)) float
-iblock_q5_0(const void *row, int b, __m256i *wi)
+iblock_q5_0(const void *row, int b, __m256i *wi, float *mn)
 {
 	const struct block_q5_0 *bl = (const struct block_q5_0 *)row + b;
 	__m128i v = _mm_loadu_si128((const __m128i *)bl->qs);
@@ -511,10 +512,53 @@ iblock_q5_0(const void *row, int b, __m256i *wi)
 	q = _mm256_sub_epi8(q, _mm256_andnot_si256(bits, _mm256_set1_epi8(16)));
 	wi[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
 	wi[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+	*mn = 0;
 	return quant_f16_table[bl->d];
 }
-#define IBLOCK_q5_0(row, b, wi) iblock_q5_0(row, b, wi)
+#define IBLOCK_q5_0(row, b, wi, m) iblock_q5_0(row, b, wi, m)
 #define HAS_IBLOCK_q5_0 1
+
+/* q4_K: sc * q, the sub-block's scale in the integers; w = d * that - dmin * m */
+static inline __attribute__((always_inline)) float
+iblock_q4_K(const void *row, int b, __m256i *wi, float *mn)
+{
+	const struct block_q4_K *bl = (const struct block_q4_K *)row + b / 8;
+	int j = b % 8, sc, m;
+	__m256i q = _mm256_loadu_si256((const __m256i *)(bl->qs + 32 * (j / 2))), s;
+
+	quant_k4_scale_min(j, bl->scales, &sc, &m);
+	s = _mm256_set1_epi16((short)sc);
+	q = NIBBLES32(q, j % 2);
+	wi[0] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(q)), s);
+	wi[1] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1)), s);
+	*mn = -(quant_f16_table[bl->dmin] * I8F(m));
+	return quant_f16_table[bl->d];
+}
+#define IBLOCK_q4_K(row, b, wi, m) iblock_q4_K(row, b, wi, m)
+#define HAS_IBLOCK_q4_K 1
+#define HAS_IMIN_q4_K 1
+
+/* q6_K: sc * (q - 32), two sub-blocks of 16 with a scale each (at most 127 * 32) */
+static inline __attribute__((always_inline)) float
+iblock_q6_K(const void *row, int b, __m256i *wi, float *mn)
+{
+	const struct block_q6_K *bl = (const struct block_q6_K *)row + b / 8;
+	int off = b % 8 * 32, half = off / 128, quarter = off % 128 / 32;
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(bl->ql + 64 * half + (quarter & 1) * 32));
+	__m256i hi = _mm256_loadu_si256((const __m256i *)(bl->qh + 32 * half));
+
+	hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+	lo = _mm256_or_si256(NIBBLES32(lo, quarter >= 2), _mm256_slli_epi16(hi, 4));
+	lo = _mm256_sub_epi8(lo, _mm256_set1_epi8(32));
+	wi[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(lo)),
+	    _mm256_set1_epi16(bl->scales[off / 16]));
+	wi[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(lo, 1)),
+	    _mm256_set1_epi16(bl->scales[off / 16 + 1]));
+	*mn = 0;
+	return quant_f16_table[bl->d];
+}
+#define IBLOCK_q6_K(row, b, wi, m) iblock_q6_K(row, b, wi, m)
+#define HAS_IBLOCK_q6_K 1
 
 
 static inline __attribute__((always_inline)) __m256

@@ -309,9 +309,11 @@ DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
  * with scale max|x| / 32767 and ties to even (ROUND_X); a block's 32
  * products of weight and x integers are summed exactly in int32 lanes; an
  * output's chain is one fused multiply-add a block, of those lanes as
- * floats and (weight scale * x scale), then the fixed tree.  A decode
- * tile and a batch tile do just that for each output, so they agree bit
- * for bit.  Rounding x moves an output by about 1e-5 of its size, far
+ * floats and (weight scale * x scale), then the fixed tree.  Types whose
+ * weights are d * q + m (HAS_IMIN_type: q4_K's minimum) then add a
+ * second chain, over blocks in order, of m times the block's x sum
+ * (its integers' exact sum times its scale).  A decode tile and a batch
+ * tile do just that for each output, so they agree bit for bit.  Rounding x moves an output by about 1e-5 of its size, far
  * below the weights' own rounding; in exchange a block costs a widening
  * and two integer multiply-adds instead of four conversions, scalings and
  * multiply-adds (AVX2 q4_0 decode 15.7 -> 24 GMAC/s a core).
@@ -319,14 +321,70 @@ DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
 #ifdef IVEC
 #define NI (32 / (2 * LANES))	/* int16 vectors a block */
 
+/* x's integers xq and scales dx, and if xsum is not NULL each block's sum
+ * (xsum[b * T + t]: the offsets' chains run along tokens) */
 static void
-CAT(PREFIX, round_x)(const float *x, size_t ldx, int T, int cols, int16_t *xq, float *dx)
+CAT(PREFIX, round_x)(const float *x, size_t ldx, int T, int cols, int16_t *xq, float *dx, float *xsum)
 {
-	int t, b, nb = cols / 32;
+	int t, b, i, sum, nb = cols / 32;
 
 	for (t = 0; t < T; t++)
+		for (b = 0; b < nb; b++) {
+			int16_t *q = xq + (size_t)t * cols + 32 * b;
+			float *d = dx + (size_t)t * nb + b;
+			*d = ROUND_X(x + (size_t)t * ldx + 32 * b, q);
+			if (xsum) {
+				for (sum = 0, i = 0; i < 32; i++)
+					sum += q[i];
+				xsum[(size_t)b * T + t] = *d * (float)sum;
+			}
+		}
+}
+
+/*
+ * out[t * ldo + r] += the chain over b of offsets m[r][b] times x sums
+ * xsum[b][t], a fused multiply-add each: along tokens, LANES chains a
+ * vector (m by rows, nb apart), or for one token along rows (m by
+ * blocks, 8 apart).
+ */
+static void
+CAT(PREFIX, ioffsets)(const float *m, int R, int nb, const float *xsum, int T, float *out, size_t ldo)
+{
+	VEC off[8];	/* 8 chains of LANES side by side, so their latencies overlap */
+	float lane[8 * LANES], o;
+	int r, t, b, c, j;
+
+	if (T == 1) {	/* along rows */
+		off[0] = ZERO();
 		for (b = 0; b < nb; b++)
-			dx[(size_t)t * nb + b] = ROUND_X(x + (size_t)t * ldx + 32 * b, xq + (size_t)t * cols + 32 * b);
+			off[0] = FMA(R == LANES ? LOADX(m + (size_t)b * 8) : LOADX_TAIL(m + (size_t)b * 8, R),
+			    SET1(xsum[b]), off[0]);
+		STORE(lane, off[0]);
+		for (j = 0; j < R; j++)
+			out[j] += lane[j];
+		return;
+	}
+	for (r = 0; r < R; r++) {
+		const float *mr = m + (size_t)r * nb;
+		for (t = 0; t + 8 * LANES <= T; t += 8 * LANES) {
+			UNROLL for (c = 0; c < 8; c++)
+				off[c] = ZERO();
+			for (b = 0; b < nb; b++) {
+				VEC mv = SET1(mr[b]);
+				UNROLL for (c = 0; c < 8; c++)
+					off[c] = FMA(mv, LOADX(xsum + (size_t)b * T + t + c * LANES), off[c]);
+			}
+			UNROLL for (c = 0; c < 8; c++)
+				STORE(lane + c * LANES, off[c]);
+			for (j = 0; j < 8 * LANES; j++)
+				out[(size_t)(t + j) * ldo + r] += lane[j];
+		}
+		for (; t < T; t++) {	/* the rest one at a time: the same fused multiply-adds */
+			for (o = 0, b = 0; b < nb; b++)
+				o = fmaf(mr[b], xsum[(size_t)b * T + t], o);
+			out[(size_t)t * ldo + r] += o;
+		}
+	}
 }
 
 /* One block's products of int16 weights wi and x xv, exact in int32 lanes. */
@@ -356,8 +414,8 @@ CAT(PREFIX, idot)(const IVEC *wi, const IVEC *xv)
 
 /* Batch tiles: IR widened rows by IT tokens, constants after inlining. */
 static inline __attribute__((always_inline)) void
-CAT(PREFIX, imicro)(const int16_t *wq, const float *dw, int R, int nb, const int16_t *xq,
-    const float *dx, int T, float *out, size_t ldo)
+CAT(PREFIX, imicro)(const int16_t *wq, const float *dw, int R, int nb,
+    const int16_t *xq, const float *dx, int T, float *out, size_t ldo)
 {
 	VEC acc[IR][IT];
 	IVEC xv[IT][NI], wi[NI];
@@ -382,10 +440,10 @@ CAT(PREFIX, imicro)(const int16_t *wq, const float *dw, int R, int nb, const int
 	IREDUCE(R, T, acc, out, ldo);
 }
 
-/* A batch over rows [r0, r1): IR rows widened at a time, then every token. */
+/* IR widened rows (or fewer) against every token. */
 static void
-CAT(PREFIX, ibatch)(const int16_t *wq, const float *dw, int R, int nb, const int16_t *xq,
-    const float *dx, int T, float *out, size_t ldo)
+CAT(PREFIX, ibatch)(const int16_t *wq, const float *dw, int R, int nb,
+    const int16_t *xq, const float *dx, int T, float *out, size_t ldo)
 {
 	int t;
 
@@ -412,7 +470,7 @@ CAT(PREFIX, ibatch)(const int16_t *wq, const float *dw, int R, int nb, const int
 /* Decode: R rows (8 or 1) against one token, each row's block as it is loaded. */   \
 static inline __attribute__((always_inline)) void                                        \
 CAT(PREFIX, itile_##TYPE)(const char *w, size_t row_bytes, int R, int nb,                \
-    const int16_t *xq, const float *dx, float *out, int fetch)                           \
+    const int16_t *xq, const float *dx, float *mw, float *out, int fetch)                \
 {                                                                                        \
 	VEC acc[8][1];                                                                   \
 	IVEC xv[NI], wi[NI];                                                             \
@@ -428,7 +486,7 @@ CAT(PREFIX, itile_##TYPE)(const char *w, size_t row_bytes, int R, int nb,       
 		UNROLL for (i = 0; i < NI; i++)                                          \
 			xv[i] = ILOAD(xq + 32 * b + i * 2 * LANES);                      \
 		UNROLL for (r = 0; r < R; r++) {                                         \
-			VEC d = SET1(IBLOCK_##TYPE(w + (size_t)r * row_bytes, b, wi));   \
+			VEC d = SET1(IBLOCK_##TYPE(w + (size_t)r * row_bytes, b, wi, &mw[(size_t)b * 8 + r])); \
 			acc[r][0] = FMA(ICVT(CAT(PREFIX, idot)(wi, xv)), MUL(d, s), acc[r][0]); \
 		}                                                                        \
 	}                                                                                \
@@ -436,14 +494,16 @@ CAT(PREFIX, itile_##TYPE)(const char *w, size_t row_bytes, int R, int nb,       
 }                                                                                        \
                                                                                          \
 static void                                                                              \
-CAT(PREFIX, iwiden_##TYPE)(const char *w, size_t row_bytes, int R, int nb, int16_t *wq, float *dw) \
+CAT(PREFIX, iwiden_##TYPE)(const char *w, size_t row_bytes, int R, int nb, int16_t *wq,   \
+    float *dw, float *mw)                                                                \
 {                                                                                        \
 	IVEC wi[NI];                                                                     \
 	int r, b, i;                                                                     \
                                                                                          \
 	for (r = 0; r < R; r++)                                                          \
 		for (b = 0; b < nb; b++) {                                               \
-			dw[(size_t)r * nb + b] = IBLOCK_##TYPE(w + (size_t)r * row_bytes, b, wi); \
+			dw[(size_t)r * nb + b] = IBLOCK_##TYPE(w + (size_t)r * row_bytes, b, wi, \
+			    &mw[(size_t)r * nb + b]);                                    \
 			UNROLL for (i = 0; i < NI; i++)                                  \
 				ISTORE(wq + ((size_t)r * nb + b) * 32 + i * 2 * LANES, wi[i]); \
 		}                                                                        \
@@ -457,74 +517,107 @@ CAT(PREFIX, igemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int c
 	/* x's integers and scales, then a widened tile: 64-byte aligned parts */        \
 	size_t xn = ((size_t)T * cols / 2 + 15) / 16 * 16, dn = ((size_t)T * nb + 15) / 16 * 16; \
 	size_t wn = ((size_t)IR * cols / 2 + 15) / 16 * 16;                              \
-	float *s = quant_scratch(xn + dn + wn + (size_t)IR * nb + 16);                   \
+	size_t mn = (size_t)(IR > 8 ? IR : 8) * nb;	/* a tile's offsets */           \
+	float *s = quant_scratch(xn + 2 * dn + wn + 2 * mn + 16);                        \
 	int16_t *xq = (int16_t *)(((uintptr_t)s + 63) & ~(uintptr_t)63);                 \
-	float *dx = (float *)xq + xn, *dw = dx + dn + wn;                                \
-	int16_t *wq = (int16_t *)(dx + dn);                                              \
+	float *dx = (float *)xq + xn, *xsum = dx + dn, *dw = xsum + dn + wn, *mw = dw + mn; \
+	int16_t *wq = (int16_t *)(xsum + dn);                                            \
                                                                                          \
-	CAT(PREFIX, round_x)(x, ldx, T, cols, xq, dx);                                   \
+	CAT(PREFIX, round_x)(x, ldx, T, cols, xq, dx, HAS_IMIN_##TYPE ? xsum : NULL);    \
 	if (T == 1) {                                                                    \
-		for (; r + 8 <= r1; r += 8)                                              \
-			CAT(PREFIX, itile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 8, nb, xq, dx, out + r, 1); \
-		for (; r < r1; r++)                                                      \
-			CAT(PREFIX, itile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 1, nb, xq, dx, out + r, 0); \
+		for (; r < r1; r += r + 8 <= r1 ? 8 : 1) {                               \
+			int R = r + 8 <= r1 ? 8 : 1;                                     \
+			if (R == 8)                                                      \
+				CAT(PREFIX, itile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 8, nb, xq, dx, mw, out + r, 1); \
+			else                                                             \
+				CAT(PREFIX, itile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 1, nb, xq, dx, mw, out + r, 0); \
+			if (HAS_IMIN_##TYPE)                                             \
+				CAT(PREFIX, ioffsets)(mw, R, nb, xsum, 1, out + r, ldo); \
+		}                                                                        \
 		return;                                                                  \
 	}                                                                                \
 	for (; r < r1; r += IR) {                                                        \
 		int R = r1 - r < IR ? r1 - r : IR;                                       \
-		CAT(PREFIX, iwiden_##TYPE)(w + (size_t)r * row_bytes, row_bytes, R, nb, wq, dw); \
+		CAT(PREFIX, iwiden_##TYPE)(w + (size_t)r * row_bytes, row_bytes, R, nb, wq, dw, mw); \
 		CAT(PREFIX, ibatch)(wq, dw, R, nb, xq, dx, T, out + r, ldo);             \
+		if (HAS_IMIN_##TYPE)                                                     \
+			CAT(PREFIX, ioffsets)(mw, R, nb, xsum, T, out + r, ldo);         \
 	}                                                                                \
 }
 
 /* Types without an integer loader keep the f32 rule (the calls below fold away). */
 static inline __attribute__((always_inline)) float
-no_iblock(IVEC *wi)
+no_iblock(IVEC *wi, float *m)
 {
 	int i;
 
 	for (i = 0; i < NI; i++)
 		wi[i] = ISETZERO();
+	*m = 0;
 	return 0;
 }
-#define NO_IBLOCK(row, b, wi) ((void)(row), (void)(b), no_iblock(wi))
+#define NO_IBLOCK(row, b, wi, m) ((void)(row), (void)(b), no_iblock(wi, m))
 #define GEMM_BY(TYPE) (HAS_IBLOCK_##TYPE ? CAT(PREFIX, igemm_##TYPE)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo) : \
 	CAT(PREFIX, gemm_##TYPE)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1))
+#ifndef HAS_IMIN_q8_0
+#define HAS_IMIN_q8_0 0
+#endif
 #ifndef IBLOCK_q8_0
 #define IBLOCK_q8_0 NO_IBLOCK
 #define HAS_IBLOCK_q8_0 0
 #endif
 DEFINE_IGEMM(q8_0)
+#ifndef HAS_IMIN_q4_0
+#define HAS_IMIN_q4_0 0
+#endif
 #ifndef IBLOCK_q4_0
 #define IBLOCK_q4_0 NO_IBLOCK
 #define HAS_IBLOCK_q4_0 0
 #endif
 DEFINE_IGEMM(q4_0)
+#ifndef HAS_IMIN_q4_1
+#define HAS_IMIN_q4_1 0
+#endif
 #ifndef IBLOCK_q4_1
 #define IBLOCK_q4_1 NO_IBLOCK
 #define HAS_IBLOCK_q4_1 0
 #endif
 DEFINE_IGEMM(q4_1)
+#ifndef HAS_IMIN_q5_0
+#define HAS_IMIN_q5_0 0
+#endif
 #ifndef IBLOCK_q5_0
 #define IBLOCK_q5_0 NO_IBLOCK
 #define HAS_IBLOCK_q5_0 0
 #endif
 DEFINE_IGEMM(q5_0)
+#ifndef HAS_IMIN_q5_1
+#define HAS_IMIN_q5_1 0
+#endif
 #ifndef IBLOCK_q5_1
 #define IBLOCK_q5_1 NO_IBLOCK
 #define HAS_IBLOCK_q5_1 0
 #endif
 DEFINE_IGEMM(q5_1)
+#ifndef HAS_IMIN_q4_K
+#define HAS_IMIN_q4_K 0
+#endif
 #ifndef IBLOCK_q4_K
 #define IBLOCK_q4_K NO_IBLOCK
 #define HAS_IBLOCK_q4_K 0
 #endif
 DEFINE_IGEMM(q4_K)
+#ifndef HAS_IMIN_q5_K
+#define HAS_IMIN_q5_K 0
+#endif
 #ifndef IBLOCK_q5_K
 #define IBLOCK_q5_K NO_IBLOCK
 #define HAS_IBLOCK_q5_K 0
 #endif
 DEFINE_IGEMM(q5_K)
+#ifndef HAS_IMIN_q6_K
+#define HAS_IMIN_q6_K 0
+#endif
 #ifndef IBLOCK_q6_K
 #define IBLOCK_q6_K NO_IBLOCK
 #define HAS_IBLOCK_q6_K 0

@@ -132,7 +132,7 @@ reference_quantizers_round_trip(void)
 static void
 simd_kernels_match_the_scalar_kernel(void)
 {
-	enum { ROWS = 37, T = 11, MAXC = 576 };
+	enum { ROWS = 37, T = 75, MAXC = 576 };	/* T past 64: the batch's vector paths */
 	static const int cols_list[] = { 512, 576, 96, 40, 13 };	/* whole chunks and tails */
 	int best = quant_isa(), isa, ti, ci, r, t, i;
 	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
@@ -175,6 +175,8 @@ simd_kernels_match_the_scalar_kernel(void)
 						double e = fabs(got[t][r] - ref[t][r]) / scale;
 						worst = worst_of(worst, e);
 						/* one row, one token: the same bits as in the batch */
+						if (t >= 11 && r % 8)
+							continue;
 						quant_gemm(type, q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
 						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
 						    quant_isa_name(isa), gguf_type_name(type), cols, r, t);
