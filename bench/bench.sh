@@ -204,10 +204,10 @@ printf ']' >>"$JSON"
 # where rows are 1536 wide.
 echo
 echo "accuracy of the weight types against the f32 model: mean |change of log p| (SmolLM2 shape, std 0.05, 300 random tokens)"
-printf '%-11s %10s %12s\n' weights "mean |dlp|" "llama.cpp"
+echo "(each instruction set: AVX2 rounds x to 16 bits for q4_0, q5_0, q4_K and q6_K, its integer rule)"
+printf '%-11s %-7s %10s %12s\n' weights isa "mean |dlp|" "llama.cpp"
 wf="$TMP/smollm2-135m-f32-std05.gguf"
 [ -f "$wf" ] || tests/mkmodel -s smollm2-135m -t f32 -w 0.05 -o "$wf" || exit 1
-$D -m "$wf" -t "$th" --score <"$TMP/r300" >"$TMP/w-f32" 2>/dev/null || exit 1
 rf=no
 [ -x "$SCORE" ] && "$SCORE" "$wf" <"$TMP/r300" >"$TMP/rw-f32" 2>/dev/null && rf=yes
 printf ',"weight_accuracy":[' >>"$JSON"
@@ -215,13 +215,17 @@ sep=
 for wt in q8_0 q4_0 q4_K_mix; do
 	f="$TMP/smollm2-135m-$wt-std05.gguf"
 	[ -f "$f" ] || tests/mkmodel -s smollm2-135m -t "$wt" -w 0.05 -o "$f" || exit 1
-	$D -m "$f" -t "$th" --score <"$TMP/r300" >"$TMP/w-x" 2>/dev/null || exit 1
-	ours=$(meanabs "$TMP/w-f32" "$TMP/w-x")
 	ref=-
 	[ $rf = yes ] && "$SCORE" "$f" <"$TMP/r300" >"$TMP/rw-x" 2>/dev/null && ref=$(meanabs "$TMP/rw-f32" "$TMP/rw-x")
-	printf '%-11s %10s %12s\n' "$wt" "$ours" "$ref"
-	printf '%s{"weights":"%s","mean_abs_dlogp":%s,"llama_cpp_mean_abs_dlogp":"%s"}' "$sep" "$wt" "$ours" "$ref" >>"$JSON"
-	sep=,
+	for isa in $ISAS; do
+		LLM_ISA=$isa $D -m "$wf" -t "$th" --score <"$TMP/r300" >"$TMP/w-f32" 2>/dev/null || exit 1
+		LLM_ISA=$isa $D -m "$f" -t "$th" --score <"$TMP/r300" >"$TMP/w-x" 2>/dev/null || exit 1
+		ours=$(meanabs "$TMP/w-f32" "$TMP/w-x")
+		printf '%-11s %-7s %10s %12s\n' "$wt" "$isa" "$ours" "$ref"
+		printf '%s{"weights":"%s","isa":"%s","mean_abs_dlogp":%s,"llama_cpp_mean_abs_dlogp":"%s"}' \
+		    "$sep" "$wt" "$isa" "$ours" "$ref" >>"$JSON"
+		sep=,
+	done
 done
 printf ']' >>"$JSON"
 [ -f "$st" ] || echo "stories260K: $st not present, so no perplexity column"
