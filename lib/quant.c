@@ -139,6 +139,7 @@ f32_to_bf16(float f)
  */
 struct scratch {
 	size_t cap;
+	float pad[14];	/* buf starts a cache line in: a vector load never straddles two */
 	float buf[];
 };
 
@@ -161,7 +162,7 @@ quant_scratch(size_t n)
 	s = pthread_getspecific(scratch_key);
 	if (!s || s->cap < n) {
 		free(s);
-		if (!(s = malloc(sizeof *s + n * sizeof(float))) ||
+		if (posix_memalign((void **)&s, 64, sizeof *s + n * sizeof(float)) != 0 ||
 		    pthread_setspecific(scratch_key, s) != 0)
 			abort();	/* a few KiB: no recovery worth having */
 		s->cap = n;

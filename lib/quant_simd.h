@@ -7,7 +7,8 @@
  * fixed reduction tree.  Weights are widened to f32 exactly (q8_0: the
  * f32 product d * q) before they meet x.  Tile shapes only decide which
  * outputs are computed together, never how, so a batch, a single token
- * and a resumed run agree bit for bit.
+ * and a resumed run agree bit for bit.  Types with an integer loader
+ * follow the integer rule instead (further down), with the same promise.
  *
  * The including file defines: VEC, LANES, ZERO(), LOADX(p), LOADX_TAIL(p, n),
  * FMA(a, b, c), REDUCE(v), and LOAD_F32/F16/BF16(row, k), LOAD_*_TAIL(row, k, n),
