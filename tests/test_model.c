@@ -354,7 +354,7 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 
 /* Prefill in batches must equal decoding one token at a time, bit for bit. */
 static void
-batched_prefill_equals_token_by_token(uint32_t type)
+batched_prefill_on(uint32_t type, int isa)
 {
 	enum { N = 150 };
 	struct model mm;
@@ -379,11 +379,13 @@ batched_prefill_equals_token_by_token(uint32_t type)
 			CHECK(!err, "%s", llm_err());
 		}
 		CHECK(memcmp(batch, one, mm.c.vocab_size * sizeof *one) == 0,
-		    "%s: chunks of %d differ from one token at a time", gguf_type_name(type), n);
+		    "%s %s: chunks of %d differ from one token at a time", quant_isa_name(isa),
+		    gguf_type_name(type), n);
 		for (int l = 0; l < a.n_layers; l++)	/* the filled rows; the rest is spare */
 			CHECK(memcmp(kv_k_read(&a, l, 0), kv_k_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0 &&
 			    memcmp(kv_v_read(&a, l, 0), kv_v_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0,
-			    "%s: chunks of %d: layer %d of the caches differs", gguf_type_name(type), n, l);
+			    "%s %s: chunks of %d: layer %d of the caches differs", quant_isa_name(isa),
+			    gguf_type_name(type), n, l);
 		kv_free(&b);
 	}
 	kv_free(&a);
@@ -391,10 +393,25 @@ batched_prefill_equals_token_by_token(uint32_t type)
 	model_free(&mm);
 }
 
+/* On every instruction set the processor has, AVX2's integer rule among them. */
+static void
+batched_prefill_equals_token_by_token(uint32_t type)
+{
+	int best = quant_isa(), isa;
+
+	for (isa = QUANT_SCALAR; isa <= best; isa++) {
+		quant_set_isa(isa);
+		batched_prefill_on(type, isa);
+	}
+	quant_set_isa(best);
+}
+
 static void batched_prefill_equals_token_by_token_f32(void) { batched_prefill_equals_token_by_token(GGML_F32); }
 static void batched_prefill_equals_token_by_token_f16(void) { batched_prefill_equals_token_by_token(GGML_F16); }
 static void batched_prefill_equals_token_by_token_bf16(void) { batched_prefill_equals_token_by_token(GGML_BF16); }
 static void batched_prefill_equals_token_by_token_q8_0(void) { batched_prefill_equals_token_by_token(GGML_Q8_0); }
+static void batched_prefill_equals_token_by_token_q4_0(void) { batched_prefill_equals_token_by_token(GGML_Q4_0); }
+static void batched_prefill_equals_token_by_token_q5_0(void) { batched_prefill_equals_token_by_token(GGML_Q5_0); }
 static void batched_prefill_equals_token_by_token_q4_K(void) { batched_prefill_equals_token_by_token(GGML_Q4_K); }
 static void batched_prefill_equals_token_by_token_q6_K(void) { batched_prefill_equals_token_by_token(GGML_Q6_K); }
 
@@ -924,6 +941,8 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_f16);
 	TEST(batched_prefill_equals_token_by_token_bf16);
 	TEST(batched_prefill_equals_token_by_token_q8_0);
+	TEST(batched_prefill_equals_token_by_token_q4_0);
+	TEST(batched_prefill_equals_token_by_token_q5_0);
 	TEST(batched_prefill_equals_token_by_token_q4_K);
 	TEST(batched_prefill_equals_token_by_token_q6_K);
 	TEST(kv_types_batched_equals_token_by_token);
