@@ -467,6 +467,8 @@ round_x(const float *x, int16_t *q)
 		m = _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[c]));
 	}
 	amax = reduce_max256(m);
+	/* a block below 1e-30 (32767 / amax would overflow near 1e-35) counts as zeros */
+	amax = amax >= 1e-30f ? amax : 0.0f;
 	inv = _mm256_set1_ps(amax > 0 ? 32767.0f / amax : 0.0f);
 	for (c = 0; c < 4; c++)
 		i[c] = _mm256_cvtps_epi32(_mm256_mul_ps(v[c], inv));

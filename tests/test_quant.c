@@ -193,6 +193,43 @@ simd_kernels_match_the_scalar_kernel(void)
 }
 
 /*
+ * Activations the integer rule rounds with care: zeros give exact zeros,
+ * a block too small to scale (below 1e-30) counts as zeros, and one
+ * huge block does not overflow; on every instruction set, finite.
+ */
+static void
+extreme_activations_stay_finite(void)
+{
+	enum { ROWS = 9, COLS = 256 };
+	static const float vals[] = { 0, 1e-36f, 3e-30f, 1e30f };
+	int best = quant_isa(), isa, ti, vi, r, i;
+	float w[COLS], x[COLS], out[ROWS];
+	unsigned char q[ROWS * COLS * 4];
+
+	for (i = 0; i < COLS; i++)
+		w[i] = rnd();
+	for (ti = 0; ti < NTYPES; ti++) {
+		uint32_t type = all_types[ti];
+		size_t rb = quant_row_bytes(type, COLS);
+		for (r = 0; r < ROWS; r++)
+			quantize_row(type, w, q + r * rb, COLS);
+		for (isa = QUANT_SCALAR; isa <= best; isa++)
+			for (vi = 0; vi < 4; vi++) {
+				quant_set_isa(isa);
+				for (i = 0; i < COLS; i++)	/* half the block at v, the rest 0 */
+					x[i] = i % 32 < 16 ? vals[vi] * (i % 2 ? -1 : 1) : 0;
+				quant_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, 1, out, ROWS);
+				for (r = 0; r < ROWS; r++)
+					CHECK(isfinite(out[r]) && (vals[vi] > 0 || out[r] == 0) &&
+					    fabs(out[r]) <= 1e3 * vals[vi] * COLS,
+					    "%s %s: x of %g gives %g", quant_isa_name(isa), gguf_type_name(type),
+					    vals[vi], out[r]);
+			}
+	}
+	quant_set_isa(best);
+}
+
+/*
  * The KV cache's kernels, on every instruction set: scores from per-channel
  * groups and values from quantized rows agree with the portable kernels,
  * and a query (or a head) alone gets the bits it gets with others.
@@ -345,6 +382,7 @@ main(void)
 	TEST(hand_computed_blocks_dequantize_as_the_spec_says);
 	TEST(reference_quantizers_round_trip);
 	TEST(simd_kernels_match_the_scalar_kernel);
+	TEST(extreme_activations_stay_finite);
 	TEST(kv_kernels_match_scalar_and_ignore_their_company);
 	TEST(f32_values_match_scalar_and_ignore_their_company);
 	CHECK_EXIT();
