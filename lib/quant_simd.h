@@ -311,14 +311,49 @@ DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
  * products of weight and x integers are summed exactly in int32 lanes; an
  * output's chain is one fused multiply-add a block, of those lanes as
  * floats and (weight scale * x scale), then the fixed tree.  Types whose
- * weights are d * q + m (HAS_IMIN_type: q4_K's minimum) then add a
- * second chain, over blocks in order, of m times the block's x sum
+ * weights are d * q + m (DEFINE_IGEMM's HAS_MIN: q4_1, q5_1, q4_K, q5_K)
+ * then add a second chain, over blocks in order, of m times the block's x sum
  * (its integers' exact sum times its scale).  A decode tile and a batch
- * tile do just that for each output, so they agree bit for bit.  Rounding x moves an output by about 1e-5 of its size, far
- * below the weights' own rounding; in exchange a block costs a widening
- * and two integer multiply-adds instead of four conversions, scalings and
- * multiply-adds (AVX2 q4_0 decode 15.7 -> 24 GMAC/s a core).
+ * tile do just that for each output, so they agree bit for bit.  Rounding
+ * x moves an output by about 1e-5 of its size, far below the weights' own
+ * rounding; in exchange a block costs a widening and two integer
+ * multiply-adds instead of four conversions, scalings and multiply-adds
+ * (AVX2 q4_0 decode 15.7 -> 24 GMAC/s a core).  Types without a loader
+ * keep the f32 rule.
  */
+/* NO_IBLOCK (below, with the integer rule) zeroes the weights: its calls fold away. */
+#ifndef IBLOCK_q8_0
+#define IBLOCK_q8_0 NO_IBLOCK
+#define HAS_IBLOCK_q8_0 0
+#endif
+#ifndef IBLOCK_q4_0
+#define IBLOCK_q4_0 NO_IBLOCK
+#define HAS_IBLOCK_q4_0 0
+#endif
+#ifndef IBLOCK_q4_1
+#define IBLOCK_q4_1 NO_IBLOCK
+#define HAS_IBLOCK_q4_1 0
+#endif
+#ifndef IBLOCK_q5_0
+#define IBLOCK_q5_0 NO_IBLOCK
+#define HAS_IBLOCK_q5_0 0
+#endif
+#ifndef IBLOCK_q5_1
+#define IBLOCK_q5_1 NO_IBLOCK
+#define HAS_IBLOCK_q5_1 0
+#endif
+#ifndef IBLOCK_q4_K
+#define IBLOCK_q4_K NO_IBLOCK
+#define HAS_IBLOCK_q4_K 0
+#endif
+#ifndef IBLOCK_q5_K
+#define IBLOCK_q5_K NO_IBLOCK
+#define HAS_IBLOCK_q5_K 0
+#endif
+#ifndef IBLOCK_q6_K
+#define IBLOCK_q6_K NO_IBLOCK
+#define HAS_IBLOCK_q6_K 0
+#endif
 #ifdef IVEC
 #define NI (32 / (2 * LANES))	/* int16 vectors a block */
 
@@ -467,7 +502,7 @@ CAT(PREFIX, ibatch)(const int16_t *wq, const float *dw, int R, int nb,
 	}
 }
 
-#define DEFINE_IGEMM(TYPE)                                                               \
+#define DEFINE_IGEMM(TYPE, HAS_MIN)                                                      \
 /* Decode: R rows (8 or 1) against one token, each row's block as it is loaded. */   \
 static inline __attribute__((always_inline)) void                                        \
 CAT(PREFIX, itile_##TYPE)(const char *w, size_t row_bytes, int R, int nb,                \
@@ -514,7 +549,7 @@ static void                                                                     
 CAT(PREFIX, igemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int cols,     \
     const float *x, size_t ldx, int T, float *out, size_t ldo)                           \
 {                                                                                        \
-	int r = r0, nb = cols / 32;                                                      \
+	int r = r0, R, nb = cols / 32;                                                   \
 	/* x's integers and scales, then a widened tile: 64-byte aligned parts */        \
 	size_t xn = ((size_t)T * cols / 2 + 15) / 16 * 16, dn = ((size_t)T * nb + 15) / 16 * 16; \
 	size_t wn = ((size_t)IR * cols / 2 + 15) / 16 * 16;                              \
@@ -524,29 +559,28 @@ CAT(PREFIX, igemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int c
 	float *dx = (float *)xq + xn, *xsum = dx + dn, *dw = xsum + dn + wn, *mw = dw + mn; \
 	int16_t *wq = (int16_t *)(xsum + dn);                                            \
                                                                                          \
-	CAT(PREFIX, round_x)(x, ldx, T, cols, xq, dx, HAS_IMIN_##TYPE ? xsum : NULL);    \
+	CAT(PREFIX, round_x)(x, ldx, T, cols, xq, dx, (HAS_MIN) ? xsum : NULL);    \
 	if (T == 1) {                                                                    \
-		for (; r < r1; r += r + 8 <= r1 ? 8 : 1) {                               \
-			int R = r + 8 <= r1 ? 8 : 1;                                     \
+		for (; r < r1; r += R) {                                                 \
+			R = r + 8 <= r1 ? 8 : 1;                                         \
 			if (R == 8)                                                      \
 				CAT(PREFIX, itile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 8, nb, xq, dx, mw, out + r, 1); \
 			else                                                             \
 				CAT(PREFIX, itile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 1, nb, xq, dx, mw, out + r, 0); \
-			if (HAS_IMIN_##TYPE)                                             \
+			if ((HAS_MIN))                                             \
 				CAT(PREFIX, ioffsets)(mw, R, nb, xsum, 1, out + r, ldo); \
 		}                                                                        \
 		return;                                                                  \
 	}                                                                                \
-	for (; r < r1; r += IR) {                                                        \
-		int R = r1 - r < IR ? r1 - r : IR;                                       \
+	for (; r < r1; r += R) {                                                         \
+		R = r1 - r < IR ? r1 - r : IR;                                           \
 		CAT(PREFIX, iwiden_##TYPE)(w + (size_t)r * row_bytes, row_bytes, R, nb, wq, dw, mw); \
 		CAT(PREFIX, ibatch)(wq, dw, R, nb, xq, dx, T, out + r, ldo);             \
-		if (HAS_IMIN_##TYPE)                                                     \
+		if ((HAS_MIN))                                                     \
 			CAT(PREFIX, ioffsets)(mw, R, nb, xsum, T, out + r, ldo);         \
 	}                                                                                \
 }
 
-/* Types without an integer loader keep the f32 rule (the calls below fold away). */
 static inline __attribute__((always_inline)) float
 no_iblock(IVEC *wi, float *m)
 {
@@ -560,79 +594,16 @@ no_iblock(IVEC *wi, float *m)
 #define NO_IBLOCK(row, b, wi, m) ((void)(row), (void)(b), no_iblock(wi, m))
 #define GEMM_BY(TYPE) (HAS_IBLOCK_##TYPE ? CAT(PREFIX, igemm_##TYPE)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo) : \
 	CAT(PREFIX, gemm_##TYPE)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1))
-#ifndef HAS_IMIN_q8_0
-#define HAS_IMIN_q8_0 0
-#endif
-#ifndef IBLOCK_q8_0
-#define IBLOCK_q8_0 NO_IBLOCK
-#define HAS_IBLOCK_q8_0 0
-#endif
-DEFINE_IGEMM(q8_0)
-#ifndef HAS_IMIN_q4_0
-#define HAS_IMIN_q4_0 0
-#endif
-#ifndef IBLOCK_q4_0
-#define IBLOCK_q4_0 NO_IBLOCK
-#define HAS_IBLOCK_q4_0 0
-#endif
-DEFINE_IGEMM(q4_0)
-#ifndef HAS_IMIN_q4_1
-#define HAS_IMIN_q4_1 0
-#endif
-#ifndef IBLOCK_q4_1
-#define IBLOCK_q4_1 NO_IBLOCK
-#define HAS_IBLOCK_q4_1 0
-#endif
-DEFINE_IGEMM(q4_1)
-#ifndef HAS_IMIN_q5_0
-#define HAS_IMIN_q5_0 0
-#endif
-#ifndef IBLOCK_q5_0
-#define IBLOCK_q5_0 NO_IBLOCK
-#define HAS_IBLOCK_q5_0 0
-#endif
-DEFINE_IGEMM(q5_0)
-#ifndef HAS_IMIN_q5_1
-#define HAS_IMIN_q5_1 0
-#endif
-#ifndef IBLOCK_q5_1
-#define IBLOCK_q5_1 NO_IBLOCK
-#define HAS_IBLOCK_q5_1 0
-#endif
-DEFINE_IGEMM(q5_1)
-#ifndef HAS_IMIN_q4_K
-#define HAS_IMIN_q4_K 0
-#endif
-#ifndef IBLOCK_q4_K
-#define IBLOCK_q4_K NO_IBLOCK
-#define HAS_IBLOCK_q4_K 0
-#endif
-DEFINE_IGEMM(q4_K)
-#ifndef HAS_IMIN_q5_K
-#define HAS_IMIN_q5_K 0
-#endif
-#ifndef IBLOCK_q5_K
-#define IBLOCK_q5_K NO_IBLOCK
-#define HAS_IBLOCK_q5_K 0
-#endif
-DEFINE_IGEMM(q5_K)
-#ifndef HAS_IMIN_q6_K
-#define HAS_IMIN_q6_K 0
-#endif
-#ifndef IBLOCK_q6_K
-#define IBLOCK_q6_K NO_IBLOCK
-#define HAS_IBLOCK_q6_K 0
-#endif
-DEFINE_IGEMM(q6_K)
+/* every type; 1 where its weights have a minimum, which its loader returns */
+DEFINE_IGEMM(q8_0, 0)
+DEFINE_IGEMM(q4_0, 0)
+DEFINE_IGEMM(q4_1, 1)
+DEFINE_IGEMM(q5_0, 0)
+DEFINE_IGEMM(q5_1, 1)
+DEFINE_IGEMM(q4_K, 1)
+DEFINE_IGEMM(q5_K, 1)
+DEFINE_IGEMM(q6_K, 0)
 #else
-#define HAS_IBLOCK_q8_0 0
-#define HAS_IBLOCK_q4_0 0
-#define HAS_IBLOCK_q4_1 0
-#define HAS_IBLOCK_q5_0 0
-#define HAS_IBLOCK_q5_1 0
-#define HAS_IBLOCK_q4_K 0
-#define HAS_IBLOCK_q5_K 0
-#define HAS_IBLOCK_q6_K 0
 #define GEMM_BY(TYPE) CAT(PREFIX, gemm_##TYPE)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1)
 #endif
 
