@@ -539,7 +539,7 @@ iblock_q4_K(const void *row, int b, __m256i *wi, float *mn)
 #define IBLOCK_q4_K(row, b, wi, m) iblock_q4_K(row, b, wi, m)
 #define HAS_IBLOCK_q4_K 1
 
-/* q6_K: sc * (q - 32), two sub-blocks of 16 with a scale each (at most 127 * 32) */
+/* q6_K: sc * (q - 32), two sub-blocks of 16 with a scale each (at most 128 * 32) */
 static inline __attribute__((always_inline)) float
 iblock_q6_K(const void *row, int b, __m256i *wi, float *mn)
 {
