@@ -299,6 +299,26 @@ ints32(__m256i q, __m256 *v)
 /* The low or high nibbles of 32 bytes */
 #define NIBBLES32(q, high) _mm256_and_si256((high) ? _mm256_srli_epi16(q, 4) : (q), _mm256_set1_epi8(0x0f))
 
+/* The 32 nibbles of q4_K sub-block j, as bytes */
+static inline __attribute__((always_inline)) __m256i
+q4_K_nibbles(const struct block_q4_K *b, int j)
+{
+	return NIBBLES32(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * (j / 2))), j % 2);
+}
+
+/* The 32 weights of q6_K at off (a multiple of 32) as signed bytes q - 32 */
+static inline __attribute__((always_inline)) __m256i
+q6_K_bytes(const struct block_q6_K *b, int off)
+{
+	int half = off / 128, quarter = off % 128 / 32;
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + (quarter & 1) * 32));
+	__m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+
+	hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+	lo = _mm256_or_si256(NIBBLES32(lo, quarter >= 2), _mm256_slli_epi16(hi, 4));
+	return _mm256_sub_epi8(lo, _mm256_set1_epi8(32));
+}
+
 static inline __attribute__((always_inline)) void
 block_q4_0(const void *row, int k, __m256 *wb)
 {
@@ -362,11 +382,10 @@ block_q4_K(const void *row, int k, __m256 *wb)
 {
 	const struct block_q4_K *b = (const struct block_q4_K *)row + k / QK_K;
 	int j = k % QK_K / 32;
-	__m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (j / 2)));
 	__m256 d, m;
 
 	q4_K_scales(b, j, &d, &m);
-	ints32(NIBBLES32(q, j % 2), wb);
+	ints32(q4_K_nibbles(b, j), wb);
 	SCALE4(wb, _mm256_sub_ps(_mm256_mul_ps(d, wb[c]), m));
 }
 #define BLOCK_q4_K(row, k, wb) block_q4_K(row, k, wb)
@@ -398,15 +417,11 @@ static inline __attribute__((always_inline)) void
 block_q6_K(const void *row, int k, __m256 *wb)
 {
 	const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
-	int off = k % QK_K, half = off / 128, quarter = off % 128 / 32;
-	__m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + (quarter & 1) * 32));
-	__m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+	int off = k % QK_K;
 	__m256 d0 = _mm256_set1_ps(quant_f16_table[b->d] * I8F(b->scales[off / 16]));
 	__m256 d1 = _mm256_set1_ps(quant_f16_table[b->d] * I8F(b->scales[off / 16 + 1]));
 
-	hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
-	lo = _mm256_or_si256(NIBBLES32(lo, quarter >= 2), _mm256_slli_epi16(hi, 4));
-	ints32(_mm256_sub_epi8(lo, _mm256_set1_epi8(32)), wb);
+	ints32(q6_K_bytes(b, off), wb);
 	wb[0] = _mm256_mul_ps(d0, wb[0]);
 	wb[1] = _mm256_mul_ps(d0, wb[1]);
 	wb[2] = _mm256_mul_ps(d1, wb[2]);
@@ -479,6 +494,20 @@ round_x(const float *x, int16_t *q)
 }
 #define ROUND_X(x, q) round_x(x, q)
 
+/* 32 bytes, signed or not, as two vectors of 16 int16; if scaled, the first times s0, the second s1 */
+static inline __attribute__((always_inline)) void
+int16s(__m256i q, int is_signed, int scaled, int s0, int s1, __m256i *wi)
+{
+	__m128i a = _mm256_castsi256_si128(q), b = _mm256_extracti128_si256(q, 1);
+
+	wi[0] = is_signed ? _mm256_cvtepi8_epi16(a) : _mm256_cvtepu8_epi16(a);
+	wi[1] = is_signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
+	if (scaled) {
+		wi[0] = _mm256_mullo_epi16(wi[0], _mm256_set1_epi16((short)s0));
+		wi[1] = _mm256_mullo_epi16(wi[1], _mm256_set1_epi16((short)s1));
+	}
+}
+
 /* q4_0: q - 8 */
 static inline __attribute__((always_inline)) float
 iblock_q4_0(const void *row, int b, __m256i *wi, float *mn)
@@ -511,9 +540,7 @@ iblock_q5_0(const void *row, int b, __m256i *wi, float *mn)
 	bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
 	    _mm256_set1_epi8(-1));
 	/* q - 16 where the bit is clear, q where it is set */
-	q = _mm256_sub_epi8(q, _mm256_andnot_si256(bits, _mm256_set1_epi8(16)));
-	wi[0] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
-	wi[1] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+	int16s(_mm256_sub_epi8(q, _mm256_andnot_si256(bits, _mm256_set1_epi8(16))), 1, 0, 0, 0, wi);
 	*mn = 0;
 	return quant_f16_table[bl->d];
 }
@@ -526,13 +553,9 @@ iblock_q4_K(const void *row, int b, __m256i *wi, float *mn)
 {
 	const struct block_q4_K *bl = (const struct block_q4_K *)row + b / 8;
 	int j = b % 8, sc, m;
-	__m256i q = _mm256_loadu_si256((const __m256i *)(bl->qs + 32 * (j / 2))), s;
 
 	quant_k4_scale_min(j, bl->scales, &sc, &m);
-	s = _mm256_set1_epi16((short)sc);
-	q = NIBBLES32(q, j % 2);
-	wi[0] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(q)), s);
-	wi[1] = _mm256_mullo_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1)), s);
+	int16s(q4_K_nibbles(bl, j), 0, 1, sc, sc, wi);
 	*mn = -(quant_f16_table[bl->dmin] * I8F(m));
 	return quant_f16_table[bl->d];
 }
@@ -544,17 +567,9 @@ static inline __attribute__((always_inline)) float
 iblock_q6_K(const void *row, int b, __m256i *wi, float *mn)
 {
 	const struct block_q6_K *bl = (const struct block_q6_K *)row + b / 8;
-	int off = b % 8 * 32, half = off / 128, quarter = off % 128 / 32;
-	__m256i lo = _mm256_loadu_si256((const __m256i *)(bl->ql + 64 * half + (quarter & 1) * 32));
-	__m256i hi = _mm256_loadu_si256((const __m256i *)(bl->qh + 32 * half));
+	int off = b % 8 * 32;
 
-	hi = _mm256_and_si256(_mm256_srl_epi16(hi, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
-	lo = _mm256_or_si256(NIBBLES32(lo, quarter >= 2), _mm256_slli_epi16(hi, 4));
-	lo = _mm256_sub_epi8(lo, _mm256_set1_epi8(32));
-	wi[0] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(lo)),
-	    _mm256_set1_epi16(bl->scales[off / 16]));
-	wi[1] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(lo, 1)),
-	    _mm256_set1_epi16(bl->scales[off / 16 + 1]));
+	int16s(q6_K_bytes(bl, off), 1, 1, bl->scales[off / 16], bl->scales[off / 16 + 1], wi);
 	*mn = 0;
 	return quant_f16_table[bl->d];
 }
