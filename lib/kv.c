@@ -112,10 +112,24 @@ kv_unit(const struct kv *kv, int which, int layer, int unit)
 	    ((size_t)layer * units(kv, which, kv->cap) + (size_t)unit) * unit_bytes(kv, which);
 }
 
-uint16_t *
-kv_tail_row(const struct kv *kv, int layer, int pos)
+size_t
+kv_tail_row_bytes(const struct kv *kv, int which)
 {
-	return kv->tail + ((size_t)layer * KV_TAIL + (size_t)(pos % KV_TAIL)) * kv->kv_dim;
+	return (size_t)kv->kv_dim * (kv->tail_type[which] == KV_F32 ? 4 : 2);
+}
+
+/* A tail ring's bytes, all layers. */
+static size_t
+tail_store_bytes(const struct kv *kv, int which)
+{
+	return (size_t)kv->n_layers * KV_TAIL * kv_tail_row_bytes(kv, which);
+}
+
+void *
+kv_tail_row(const struct kv *kv, int which, int layer, int pos)
+{
+	return (char *)kv->tail[which] +
+	    ((size_t)layer * KV_TAIL + (size_t)(pos % KV_TAIL)) * kv_tail_row_bytes(kv, which);
 }
 
 static void *
@@ -225,8 +239,21 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 		}
 	}
 	kv->slots = max_ctx;
-	if (grouped(kv, 0))
-		kv->tail = xcalloc((size_t)n_layers * KV_TAIL * kv->kv_dim, sizeof *kv->tail);
+	for (int which = 0; which < 2; which++) {
+		int type = which ? v_type : k_type;
+		if (!grouped(kv, which) && type != KV_F16)
+			continue;
+		kv->tail_type[which] = grouped(kv, which) ? KV_F16 : KV_F32;
+		/* mapped, not committed: only the pages of rows written become resident */
+		kv->tail[which] = mmap(NULL, tail_store_bytes(kv, which), PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (kv->tail[which] == MAP_FAILED) {
+			kv->tail[which] = NULL;
+			llm_seterr("kv: cannot map the tail rings: %s", strerror(errno));
+			kv_free(kv);
+			return -1;
+		}
+	}
 	kv->scratch = xcalloc(nb * 32, sizeof(float));
 	kv->prealloc = prealloc;
 	if (reserve(kv) < 0) {
@@ -269,9 +296,12 @@ unreserve(struct kv *kv)
 }
 
 int
-kv_window_shape(struct kv *kv, int k_type, int max_ctx, int sinks, int window)
+kv_window_shape(struct kv *kv, int k_type, int v_type, int f16_tails, int max_ctx, int sinks,
+    int window)
 {
-	int g = k_type == KV_Q8_0 || k_type == KV_Q4_0 ? KV_GROUP : 1;
+	/* a tail's group must never wrap in the ring */
+	int g = k_type == KV_Q8_0 || k_type == KV_Q4_0 ||
+	    (f16_tails && (k_type == KV_F16 || v_type == KV_F16)) ? KV_GROUP : 1;
 
 	if (sinks < 0 || window < 1 || window > max_ctx - sinks) {
 		llm_seterr("%d sinks and a window of %d do not fit max_ctx %d", sinks, window,
@@ -280,8 +310,8 @@ kv_window_shape(struct kv *kv, int k_type, int max_ctx, int sinks, int window)
 	}
 	/* the sinks' groups must be complete before the first eviction */
 	if (window < g) {
-		llm_seterr("a window of %d is less than the %d positions of a %s key group", window,
-		    g, kv_type_name(k_type));
+		llm_seterr("a window of %d is less than the %d positions of a group (k %s v %s)",
+		    window, g, kv_type_name(k_type), kv_type_name(v_type));
 		return -1;
 	}
 	kv->sinks = sinks;
@@ -299,7 +329,7 @@ kv_set_window(struct kv *kv, int sinks, int window)
 		llm_seterr("kv: a window is set on an empty cache");
 		return -1;
 	}
-	if (kv_window_shape(kv, kv->k_type, kv->max_ctx, sinks, window) < 0)
+	if (kv_window_shape(kv, kv->k_type, kv->v_type, 1, kv->max_ctx, sinks, window) < 0)
 		return -1;
 	unreserve(kv);
 	return reserve(kv);
@@ -309,10 +339,12 @@ void
 kv_free(struct kv *kv)
 {
 	unreserve(kv);
-	free(kv->tail);
+	for (int which = 0; which < 2; which++)
+		if (kv->tail[which])
+			munmap(kv->tail[which], tail_store_bytes(kv, which));
 	free(kv->scratch);
 	kv->scratch = NULL;
-	kv->tail = NULL;
+	kv->tail[0] = kv->tail[1] = NULL;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
@@ -428,7 +460,7 @@ encode_group(struct kv *kv, int layer, int g)
 
 	for (c = 0; c < kv->kv_dim; c++) {
 		for (j = 0; j < KV_GROUP; j++)
-			col[j] = f16_to_f32(kv_tail_row(kv, layer, g * KV_GROUP + j)[c]);
+			col[j] = f16_to_f32(((uint16_t *)kv_tail_row(kv, 0, layer, g * KV_GROUP + j))[c]);
 		if (kv->k_type == KV_Q8_0)
 			quant_quantize_q8_0(col, (struct block_q8_0 *)dst + c, 1);
 		else
@@ -444,22 +476,27 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 
 	if (kv_grow_to(kv, pos + n) < 0)
 		return -1;
+	/*
+	 * A tail ring holds the newest KV_TAIL positions: the group of pos
+	 * must still be in it, and the batch must not overwrite it.
+	 */
+	if (kv->tail[which] &&
+	    (pos / KV_GROUP * KV_GROUP < kv->written - KV_TAIL || n > KV_TAIL - KV_GROUP)) {
+		llm_seterr("kv: a %s cache cannot rewrite position %d after %d", kv_type_name(type),
+		    pos, kv->written);
+		return -1;
+	}
 	if (!grouped(kv, which)) {
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
 			    kv_unit(kv, which, layer, kv_slot(kv, pos + i)));
-	} else {
-		/*
-		 * The ring holds the newest KV_TAIL positions: the group of pos
-		 * must still be in it, and the batch must not overwrite it.
-		 */
-		if (pos / KV_GROUP * KV_GROUP < kv->written - KV_TAIL || n > KV_TAIL - KV_GROUP) {
-			llm_seterr("kv: grouped keys cannot rewrite position %d after %d", pos,
-			    kv->written);
-			return -1;
+			if (kv->tail[which])
+				memcpy(kv_tail_row(kv, which, layer, pos + i), rows + (size_t)i * ld,
+				    (size_t)kv->kv_dim * 4);
 		}
+	} else {
 		for (i = 0; i < n; i++) {
-			uint16_t *t = kv_tail_row(kv, layer, pos + i);
+			uint16_t *t = kv_tail_row(kv, 0, layer, pos + i);
 			for (int d = 0; d < kv->kv_dim; d++)
 				t[d] = f32_to_f16(rows[(size_t)i * ld + d]);
 		}
@@ -566,7 +603,7 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 	else if (pos < kv->groups * KV_GROUP)
 		decode_group(kv->k_type, kv_unit(kv, 0, layer, s / KV_GROUP), s % KV_GROUP, c0, n, out);
 	else
-		decode_tail(kv_tail_row(kv, layer, pos), c0, n, out);
+		decode_tail(kv_tail_row(kv, 0, layer, pos), c0, n, out);
 }
 
 int
@@ -634,10 +671,19 @@ kv_bytes_per_pos(const struct kv *kv)
 	return (k + (double)kv->v_unit) * kv->n_layers;
 }
 
+/*
+ * The tail rings' footprint: the rows of positions below cap are all
+ * that can have been written while cap is under KV_TAIL.
+ */
 static size_t
 tail_bytes(const struct kv *kv)
 {
-	return kv->tail ? (size_t)kv->n_layers * KV_TAIL * kv->kv_dim * sizeof *kv->tail : 0;
+	size_t n = 0, rows = (size_t)(kv->cap < KV_TAIL ? kv->cap : KV_TAIL);
+
+	for (int which = 0; which < 2; which++)
+		if (kv->tail[which])
+			n += (size_t)kv->n_layers * rows * kv_tail_row_bytes(kv, which);
+	return n;
 }
 
 size_t
@@ -646,25 +692,34 @@ kv_bytes(const struct kv *kv)
 	return store_bytes(kv, 0, kv->cap) + store_bytes(kv, 1, kv->cap) + tail_bytes(kv);
 }
 
+/* The bytes of the whole pages of [p, p + len) that are resident. */
+static size_t
+resident(const void *p, size_t len)
+{
+	size_t n = 0, i, pages = round_up(len, page_size) / page_size;
+	unsigned char *vec = xmalloc(pages ? pages : 1);
+
+	if (pages && mincore((void *)p, pages * page_size, vec) == 0)
+		for (i = 0; i < pages; i++)
+			n += (size_t)(vec[i] & 1) * page_size;
+	free(vec);
+	return n;
+}
+
 size_t
 kv_resident_bytes(const struct kv *kv)
 {
-	size_t n = 0, i, len, pages;
-	unsigned char *vec;
+	size_t n = 0;
 	int which;
 
 	if (!kv->k)
 		return 0;
 	for (which = 0; which < 2; which++) {
-		len = round_up(store_bytes(kv, which, kv->cap), page_size);
-		pages = len / page_size;
-		vec = xmalloc(pages ? pages : 1);
-		if (len && mincore(store(kv, which), len, vec) == 0)
-			for (i = 0; i < pages; i++)
-				n += (size_t)(vec[i] & 1) * page_size;
-		free(vec);
+		n += resident(store(kv, which), store_bytes(kv, which, kv->cap));
+		if (kv->tail[which])
+			n += resident(kv->tail[which], tail_store_bytes(kv, which));
 	}
-	return n + tail_bytes(kv);	/* the ring: small, and touched from the start */
+	return n;
 }
 
 size_t
@@ -674,7 +729,7 @@ kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n)
 
 	switch (type) {
 	case KV_F32: return (size_t)rows * kv_dim * 4;
-	case KV_F16: return (size_t)rows * kv_dim * 2;
+	case KV_F16: return (size_t)rows * kv_dim * 2 + (size_t)(n % KV_GROUP) * kv_dim * 4;
 	}
 	if (which)
 		return (size_t)rows * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :

@@ -37,7 +37,16 @@
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32
-#define KV_TAIL 160	/* newest key rows kept in f16: a group and a batch of 128 (MODEL_BATCH) */
+#define KV_TAIL 160	/* newest rows kept in a tail ring: a group and a batch of 128 (MODEL_BATCH) */
+
+/*
+ * f16 stores (keys or values) keep an exact tail too: every row goes to
+ * the store in f16 and, while its group is the newest, to an f32 ring;
+ * a query reads the rows of its own group from the ring and earlier ones
+ * from the store.  Rounding to f16 moved log-probabilities by 0.0021 on
+ * the benchmark's stream; reading the own group exactly, by 0.0017.  As
+ * for grouped keys, which copy a query reads depends on positions alone.
+ */
 
 /* "f32", "f16", "q8_0", "q4_0"; NULL for another number. */
 const char *kv_type_name(int type);
@@ -69,7 +78,8 @@ struct kv {
 	int rot;		/* the Hadamard block of rotated values (kv_rot_of), 0 if none */
 	int v_rotated;
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
-	uint16_t *tail;		/* grouped keys: the newest rows in f16, [layer][KV_TAIL][kv_dim], a ring */
+	void *tail[2];		/* K's and V's newest rows, [layer][KV_TAIL][kv_dim] of tail_type, a ring; or NULL */
+	int tail_type[2];	/* KV_F16 for grouped keys, KV_F32 for f16 stores */
 	int groups;		/* grouped keys: the groups quantized, all the complete ones */
 	float *scratch;		/* one row, padded to whole blocks, for quantizing */
 
@@ -83,6 +93,13 @@ struct kv {
 	int sinks, window;	/* window 0: not windowed */
 	int sink_slots, ring_slots, slots;
 };
+
+/* Keys quantized per channel over groups of positions (q8_0, q4_0). */
+static inline int
+kv_grouped(const struct kv *kv)
+{
+	return kv->k_type == KV_Q8_0 || kv->k_type == KV_Q4_0;
+}
 
 /* An f32 cache, the default; prealloc commits max_ctx densely up front (for comparison runs). */
 int kv_init(struct kv *kv, int n_layers, int kv_dim, int max_ctx, int prealloc);
@@ -187,7 +204,8 @@ size_t kv_resident_bytes(const struct kv *kv);
  * For snapshots: a layer's K (which 0) or V block holds the rows of the
  * first kv_rows(kv, n) slots after n positions.  Row stores hold those
  * rows, from kv_unit(kv, which, layer, 0) on; grouped keys hold the
- * rows / KV_GROUP groups from there, then the f16 rows of the n %
+ * rows / KV_GROUP groups from there.  A store with a tail then holds
+ * the tail rows (f16 for grouped keys, f32 for f16 stores) of the n %
  * KV_GROUP positions of the incomplete group, each at kv_tail_row().
  * Without a window, rows = n and slot = position.
  */
@@ -204,12 +222,17 @@ int kv_rot_of(int v_type, int head_dim);
 void kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
     int tail_slot, int r, float *out);
 /*
- * The window of a cache with keys of k_type, in a struct kv that has no
- * stores (for readers of files): sets sinks, window and the slots.  0,
- * or -1 with llm_err() if the window does not fit max_ctx or the keys.
+ * The window of a cache of k_type keys and v_type values, in a struct kv
+ * that has no stores (for readers of files): sets sinks, window and the
+ * slots.  f16_tails: whether f16 stores keep a tail (they do; files
+ * before format version 4 had none).  0, or -1 with llm_err() if the
+ * window does not fit max_ctx or the groups.
  */
-int kv_window_shape(struct kv *kv, int k_type, int max_ctx, int sinks, int window);
+int kv_window_shape(struct kv *kv, int k_type, int v_type, int f16_tails, int max_ctx, int sinks,
+    int window);
 void *kv_unit(const struct kv *kv, int which, int layer, int unit);
-uint16_t *kv_tail_row(const struct kv *kv, int layer, int pos);
+/* The tail ring's row of pos, in K (which 0) or V; kv_dim elements of tail_type[which]. */
+void *kv_tail_row(const struct kv *kv, int which, int layer, int pos);
+size_t kv_tail_row_bytes(const struct kv *kv, int which);
 
 #endif

@@ -665,29 +665,40 @@ complete_groups(const struct kv *kv, int pos)
 	return pos / KV_GROUP < kv->slots / KV_GROUP ? pos / KV_GROUP : kv->slots / KV_GROUP;
 }
 
+/* The ggml type of a tail ring's rows. */
+static uint32_t
+tail_type(const struct kv *kv, int which)
+{
+	return kv->tail_type[which] == KV_F32 ? GGML_F32 : GGML_F16;
+}
+
 /*
- * Grouped keys: scores of heads queries (head_dim apart) at pos against
- * the f16 rows of its own group, into att (att_cap apart) at their slots.
- * A group's rows never wrap in the ring, which is whole groups long; in
- * a ring that has wrapped they take the slots of an older group, so they
- * are scored after the groups, whose scores they replace.
+ * Keys with a tail (grouped, or f16): scores of heads queries (head_dim
+ * apart) at pos against the tail rows of its own group, into att
+ * (att_cap apart) at their slots.  A group's rows never wrap in the
+ * window's ring, which is whole groups long; in a ring that has wrapped
+ * they take the slots of an older group, so they are scored after the
+ * store, whose scores they replace.
  */
 static void
 tail_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int pos,
     const float *q, int heads, float *att)
 {
 	int hd = m->c.head_dim, r0 = pos / KV_GROUP * KV_GROUP;
+	size_t row = kv_tail_row_bytes(kv, 0);
 
-	quant_gemm(GGML_F16, kv_tail_row(kv, layer, r0) + (size_t)kvh * hd, (size_t)m->c.kv_dim * 2,
-	    0, pos - r0 + 1, hd, q, (size_t)hd, heads, att + kv_slot(kv, r0), (size_t)m->att_cap);
+	quant_gemm(tail_type(kv, 0), (const char *)kv_tail_row(kv, 0, layer, r0) +
+	    (size_t)kvh * hd * (row / (size_t)m->c.kv_dim), row, 0, pos - r0 + 1, hd, q, (size_t)hd,
+	    heads, att + kv_slot(kv, r0), (size_t)m->att_cap);
 }
 
 /*
  * Scores of nq queries (head_dim floats each, contiguous, group per
  * token) of tokens at positions first..last against the cached slots
  * [0, kv_seen(last)): row stores as one matmul over their rows (f32 or
- * f16), grouped keys from their groups, then for each token the f16 rows
- * of its own group.  Every score is computed as it would be alone.
+ * f16), grouped keys from their groups, then for each token the tail
+ * rows of its own group, if the keys have a tail.  Every score is
+ * computed as it would be alone.
  */
 static void
 attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
@@ -697,16 +708,13 @@ attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh,
 	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim;
 	int nq = (last - first + 1) * group, t, groups;
 
-	if (!kv->tail) {
+	if (!kv_grouped(kv))
 		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, head_keys(m, kv, layer, kvh),
 		    kv->k_unit, 0, kv_seen(kv, last), (int)hd, q, hd, nq, att, ld);
-		return;
-	}
-	groups = complete_groups(kv, last);
-	if (groups > 0)
+	else if ((groups = complete_groups(kv, last)) > 0)
 		quant_group_scores(kv->k_type == KV_Q4_0, head_keys(m, kv, layer, kvh),
 		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
-	for (t = first; t <= last; t++)
+	for (t = first; kv->tail[0] && t <= last; t++)
 		tail_scores(m, kv, layer, kvh, t, q + (size_t)(t - first) * group * hd, group,
 		    att + (size_t)(t - first) * group * ld);
 }
@@ -759,31 +767,89 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
 }
 
 /*
+ * One stretch of the value chains of queries [a, b) of att (att_cap
+ * apart): slots [s, e), dimensions [d0, d0 + w) of KV head kvh, into out
+ * (ldo apart).  From the store, or if tail from the tail ring, whose
+ * rows from that of position r0 on fill the slots from kv_slot(r0) on.
+ * acc: carry on chains begun in out.
+ */
+static void
+value_span(const struct model *m, const struct kv *kv, int layer, int kvh, int d0, int w,
+    const float *att, int a, int b, int s, int e, int tail, int r0, float *out, size_t ldo,
+    int acc)
+{
+	size_t ld = (size_t)m->att_cap, dim = (size_t)m->c.kv_dim;
+	int col = kvh * m->c.head_dim + d0;
+
+	att += (size_t)a * ld + s;
+	out += (size_t)a * ldo;
+	if (tail)	/* f32 rows: the tails of f16 values */
+		quant_attn_values(e - s, b - a, att, ld,
+		    (const float *)kv_tail_row(kv, 1, layer, r0 + s - kv_slot(kv, r0)) + col, dim,
+		    w, out, ldo, acc);
+	else if (kv->v_type == KV_F32)
+		quant_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, 1, layer, s) + col,
+		    dim, w, out, ldo, acc);
+	else
+		quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
+		    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, e - s, b - a, att, ld,
+		    kv_unit(kv, 1, layer, s), kv->v_unit, col, w, out, ldo, acc);
+}
+
+/*
+ * Values with a tail: after the store's slots before the own group's
+ * (shared by the queries [a, b), all of one group), the tail rows of
+ * each query's own group, all queries to the first one's last position,
+ * then those that go further carry on; then, in a window's ring that has
+ * wrapped, each query's store slots after them.  acc: as value_span.
+ */
+static void
+tail_values(const struct model *m, const struct kv *kv, int layer, int kvh, int d0, int w,
+    int first, int group, const float *att, int a, int b, float *out, size_t ldo)
+{
+	int r0 = (first + a / group) / KV_GROUP * KV_GROUP, s0 = kv_slot(kv, r0), done = s0, h, end;
+
+	value_span(m, kv, layer, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
+	for (h = a; h < b; ) {
+		end = s0 + first + h / group - r0 + 1;
+		value_span(m, kv, layer, kvh, d0, w, att, h, b, done, end, 1, r0, out, ldo, done > 0);
+		done = end;
+		while (h < b && s0 + first + h / group - r0 + 1 == end)
+			h++;
+	}
+	for (h = a; h < b; h++) {
+		int pos = first + h / group, seen = kv_seen(kv, pos);
+		end = s0 + pos - r0 + 1;
+		if (end < seen)
+			value_span(m, kv, layer, kvh, d0, w, att, h, h + 1, end, seen, 0, r0, out, ldo, 1);
+	}
+}
+
+/*
  * The weighted sum of the values for queries [a, b) of the tile (token
  * first + (h / group) for query h), into out (head_dim apart).  Each
- * output is one chain over positions in order: all queries run to the
- * first one's last position, then those that go further carry on.
+ * output is one chain over slots in order: all queries run to the first
+ * one's last position, then those that go further carry on.  Values
+ * with a tail run one group of positions at a time (tail_values).
  */
 static void
 attention_values(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
     int group, const float *att, int a, int b, float *out)
 {
-	const struct model_config *c = &m->c;
-	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim, vb = kv->v_unit;
-	const char *v = (const char *)kv_unit(kv, 1, layer, 0);
+	size_t hd = (size_t)m->c.head_dim;
 	int done = 0, h = a, end;
 
+	while (kv->tail[1] && h < b) {
+		int r0 = (first + h / group) / KV_GROUP, h1 = h;
+		while (h1 < b && (first + h1 / group) / KV_GROUP == r0)
+			h1++;
+		tail_values(m, kv, layer, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
+		h = h1;
+	}
 	while (h < b) {
 		end = kv_seen(kv, first + h / group);	/* the slots query h sees */
-		if (kv->v_type == KV_F32)
-			quant_attn_values(end - done, b - h, att + (size_t)h * ld + done, ld,
-			    (const float *)(v + (size_t)done * vb) + kvh * hd, (size_t)c->kv_dim,
-			    (int)hd, out + (size_t)h * hd, hd, done > 0);
-		else
-			quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
-			    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, end - done, b - h,
-			    att + (size_t)h * ld + done, ld, v + (size_t)done * vb, vb, kvh * (int)hd,
-			    (int)hd, out + (size_t)h * hd, hd, done > 0);
+		value_span(m, kv, layer, kvh, 0, (int)hd, att, h, b, done, end, 0, 0, out, hd,
+		    done > 0);
 		done = end;
 		while (h < b && kv_seen(kv, first + h / group) == end)
 			h++;
@@ -858,7 +924,7 @@ split_scores(void *arg, int ith, int nth)
 		const char *keys = head_keys(m, kv, job->layer, kvh);
 		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd;
 		float *att = m->att + (size_t)kvh * group * m->att_cap;
-		if (!kv->tail) {
+		if (!kv_grouped(kv)) {
 			int p0 = (int)((long long)seen * piece / nth);
 			int p1 = (int)((long long)seen * (piece + 1) / nth);
 			quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, p0, p1,
@@ -887,7 +953,7 @@ split_softmax(void *arg, int ith, int nth)
 		const struct kv *kv = job->kv;
 		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)h * hd;
 		float *att = m->att + (size_t)h * m->att_cap;
-		if (kv->tail)	/* after the groups, which split_scores has done */
+		if (kv->tail[0])	/* after the store, which split_scores has done */
 			tail_scores(m, kv, job->layer, h / group, job->pos, q, 1, att);
 		attention_window(m, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
 		quant_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
@@ -903,19 +969,17 @@ split_values(void *arg, int ith, int nth)
 	const struct kv *kv = job->kv;
 	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, w;
 	int nb = hd % 32 == 0 ? hd / 32 : 1, bw = hd / nb, seen = kv_seen(kv, job->pos);
-	const char *v = (const char *)kv_unit(kv, 1, job->layer, 0);
 
 	for (w = ith; w < c->n_kv_heads * nb; w += nth) {
 		int kvh = w / nb, d0 = w % nb * bw;
 		const float *att = m->att + (size_t)kvh * group * m->att_cap;
 		float *out = m->xb + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd + d0;
-		if (kv->v_type == KV_F32)
-			quant_attn_values(seen, group, att, (size_t)m->att_cap,
-			    (const float *)v + (size_t)kvh * hd + d0, (size_t)c->kv_dim, bw, out, (size_t)hd, 0);
+		if (kv->tail[1])
+			tail_values(m, kv, job->layer, kvh, d0, bw, job->pos, group, att, 0, group, out,
+			    (size_t)hd);
 		else
-			quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
-			    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, seen, group, att,
-			    (size_t)m->att_cap, v, kv->v_unit, kvh * hd + d0, bw, out, (size_t)hd, 0);
+			value_span(m, kv, job->layer, kvh, d0, bw, att, 0, group, 0, seen, 0, 0, out,
+			    (size_t)hd, 0);
 	}
 }
 

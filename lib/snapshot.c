@@ -125,26 +125,33 @@ write_zeros(int fd, size_t n)
 	return 0;
 }
 
+/* The bytes of a block before its tail rows: rows rows, or their groups. */
+static size_t
+main_bytes(const struct kv *kv, int which, int rows)
+{
+	return which == 0 && kv_grouped(kv) ? (size_t)(rows / KV_GROUP) * kv->k_unit :
+	    (size_t)rows * (which ? kv->v_unit : kv->k_unit);
+}
+
 /*
- * A layer's K or V block of n positions, contiguous: row stores are, in
- * the cache itself; grouped keys are assembled (groups, then f16 rows)
- * into *buf, which the caller frees.
+ * A layer's K or V block of n positions, contiguous: stores without a
+ * tail are, in the cache itself; the others are assembled (rows or
+ * groups, then the tail rows) into *buf, which the caller frees.
  */
 static const void *
 block_of(const struct kv *kv, int layer, int which, int n, void **buf)
 {
-	size_t groups, row = (size_t)kv->kv_dim * sizeof(uint16_t);
+	size_t main = main_bytes(kv, which, kv_rows(kv, n)), row = kv_tail_row_bytes(kv, which);
 	char *p;
 	int pos;
 
 	*buf = NULL;
-	if (which || !kv->tail)
+	if (!kv->tail[which])
 		return kv_unit(kv, which, layer, 0);
-	groups = (size_t)(kv_rows(kv, n) / KV_GROUP) * kv->k_unit;
-	p = *buf = xmalloc(kv_block_bytes(kv, 0, n) + 1);
-	memcpy(p, kv_unit(kv, 0, layer, 0), groups);
+	p = *buf = xmalloc(kv_block_bytes(kv, which, n) + 1);
+	memcpy(p, kv_unit(kv, which, layer, 0), main);
 	for (pos = n / KV_GROUP * KV_GROUP; pos < n; pos++)
-		memcpy(p + groups + (size_t)(pos % KV_GROUP) * row, kv_tail_row(kv, layer, pos), row);
+		memcpy(p + main + (size_t)(pos % KV_GROUP) * row, kv_tail_row(kv, which, layer, pos), row);
 	return p;
 }
 
@@ -152,11 +159,18 @@ int
 snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *kv,
     const int *tokens, int n_pos)
 {
-	/* A windowed cache is version 3: a longer header, and the position of each row. */
-	uint32_t header = kv->window ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE;
+	/*
+	 * An f32 cache is a version 1 file, as before the types: old readers
+	 * still read it.  A windowed cache is version 3: a longer header, and
+	 * the position of each row.  A cache with f16 stores is version 4,
+	 * version 3's layout (window 0: none) with their tails.
+	 */
+	int f16 = kv->k_type == KV_F16 || kv->v_type == KV_F16;
+	uint32_t version = f16 ? 4 : kv->window ? 3 : kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2;
+	uint32_t header = version >= 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE;
 	uint32_t rows = (uint32_t)kv_rows(kv, n_pos);
 	uint64_t pos_offset = align_up(header + 4ull * n_pos, 8);
-	uint64_t dir_offset = kv->window ? align_up(pos_offset + 4ull * rows, 8) : pos_offset;
+	uint64_t dir_offset = version >= 3 ? align_up(pos_offset + 4ull * rows, 8) : pos_offset;
 	uint64_t meta_end = dir_offset + (uint64_t)SNAP_DIR_ENTRY * meta->n_layers;
 	uint64_t data_offset = align_up(meta_end, SNAP_ALIGN);
 	uint64_t block[2], stride[2], off;
@@ -180,8 +194,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	}
 	m = xcalloc(1, (size_t)data_offset);
 	memcpy(m, SNAP_MAGIC, 8);
-	/* An f32 cache is a version 1 file, as before the types: old readers still read it. */
-	put32(m + 8, kv->window ? 3 : kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2);
+	put32(m + 8, version);
 	put32(m + 12, header);
 	put16(m + 16, (uint16_t)kv->k_type);
 	put16(m + 18, (uint16_t)kv->v_type);
@@ -201,7 +214,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	put64(m + 112, data_offset + (stride[0] + stride[1]) * meta->n_layers);
 	for (i = 0; i < n_pos; i++)
 		put32(m + header + 4 * i, (uint32_t)tokens[i]);
-	if (kv->window) {
+	if (version >= 3) {
 		put32(m + 128, (uint32_t)kv->sinks);
 		put32(m + 132, (uint32_t)kv->window);
 		put32(m + 136, rows);
@@ -350,7 +363,7 @@ snapshot_open(struct snapshot *s, const char *path)
 	s->dir_offset = get64(h + 96);
 	s->data_offset = get64(h + 104);
 	file_size = get64(h + 112);
-	if (header_size != (s->version == 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE) ||
+	if (header_size != (s->version >= 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE) ||
 	    header_size > s->size)
 		return bad(s, "bad header size");
 	if (!kv_type_name(s->meta.k_type) || !kv_type_name(s->meta.v_type)) {
@@ -379,26 +392,35 @@ snapshot_open(struct snapshot *s, const char *path)
 	}
 	s->n_rows = s->n_pos;
 	pos_offset = align_up(header_size + 4ull * s->n_pos, 8);
-	if (s->version == 3) {
+	memset(&shape, 0, sizeof shape);
+	if (s->version >= 3) {
 		s->meta.sinks = get32(h + 128);
 		s->meta.window = get32(h + 132);
 		s->n_rows = get32(h + 136);
-		memset(&shape, 0, sizeof shape);
+	}
+	/* version 4: a window of 0 is none */
+	if (s->version == 4 && !s->meta.window && s->meta.sinks) {
+		snprintf(msg, sizeof msg, "bad window: %u sinks without a window", s->meta.sinks);
+		return bad(s, msg);
+	}
+	if (s->version == 3 || s->meta.window) {
 		if (s->meta.sinks > KV_MAX_CTX || s->meta.window > KV_MAX_CTX ||
-		    kv_window_shape(&shape, s->meta.k_type, (int)s->meta.max_ctx,
-		    (int)s->meta.sinks, (int)s->meta.window) < 0) {
+		    kv_window_shape(&shape, s->meta.k_type, s->meta.v_type, s->version >= 4,
+		    (int)s->meta.max_ctx, (int)s->meta.sinks, (int)s->meta.window) < 0) {
 			snprintf(msg, sizeof msg, "bad window: %s", llm_err());
 			return bad(s, msg);
 		}
+	} else if (s->n_pos > s->meta.max_ctx) {
+		snprintf(msg, sizeof msg, "n_pos %u is more than max_ctx %u", s->n_pos, s->meta.max_ctx);
+		return bad(s, msg);
+	}
+	if (s->version >= 3) {
 		if (s->n_pos > INT32_MAX - 1 || s->n_rows != (uint32_t)kv_rows(&shape, (int)s->n_pos) ||
 		    get32(h + 140) != 0 || get64(h + 152) != 0 || get64(h + 144) != pos_offset) {
 			snprintf(msg, sizeof msg, "window of %u rows does not match n_pos %u", s->n_rows,
 			    s->n_pos);
 			return bad(s, msg);
 		}
-	} else if (s->n_pos > s->meta.max_ctx) {
-		snprintf(msg, sizeof msg, "n_pos %u is more than max_ctx %u", s->n_pos, s->meta.max_ctx);
-		return bad(s, msg);
 	}
 	if (file_size != s->size) {
 		snprintf(msg, sizeof msg, "%s: the file has %zu bytes, its header says %llu",
@@ -409,7 +431,7 @@ snapshot_open(struct snapshot *s, const char *path)
 	/* All sizes below are bounded by the checks above, so none overflows. */
 	meta_end = s->dir_offset + (uint64_t)SNAP_DIR_ENTRY * s->meta.n_layers;
 	if (get64(h + 88) != header_size ||
-	    s->dir_offset != (s->version == 3 ? align_up(pos_offset + 4ull * s->n_rows, 8) : pos_offset) ||
+	    s->dir_offset != (s->version >= 3 ? align_up(pos_offset + 4ull * s->n_rows, 8) : pos_offset) ||
 	    s->data_offset % SNAP_ALIGN || s->data_offset < meta_end || s->data_offset > s->size)
 		return bad(s, "bad token, directory or data offset in header");
 	copy = xmalloc((size_t)meta_end);
@@ -421,7 +443,7 @@ snapshot_open(struct snapshot *s, const char *path)
 		return bad(s, "header checksum mismatch: the header, tokens or directory are corrupt");
 	s->tokens = h + header_size;
 	s->tail_slot = s->n_pos / KV_GROUP * KV_GROUP;
-	if (s->version == 3) {
+	if (s->version >= 3) {
 		/* the rows hold the positions the window keeps, no others */
 		s->positions = h + pos_offset;
 		for (l = 0; l < s->n_rows; l++)
@@ -439,8 +461,12 @@ snapshot_open(struct snapshot *s, const char *path)
 		}
 	}
 
-	block[0] = kv_block_bytes_of(s->meta.k_type, 0, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
-	block[1] = kv_block_bytes_of(s->meta.v_type, 1, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
+	for (l = 0; l < 2; l++) {
+		int type = l ? s->meta.v_type : s->meta.k_type;
+		/* f16 stores have had tails since version 4 */
+		block[l] = type == KV_F16 && s->version < 4 ? 2ull * s->n_rows * s->meta.kv_dim :
+		    kv_block_bytes_of(type, (int)l, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
+	}
 	n = 2 * s->meta.n_layers;
 	s->dir = xcalloc(s->meta.n_layers, sizeof *s->dir);
 	iv = xcalloc(n, sizeof *iv);
@@ -567,19 +593,21 @@ static int
 loadable(const struct snapshot *s, uint32_t n)
 {
 	int grouped = s->meta.k_type == KV_Q8_0 || s->meta.k_type == KV_Q4_0;
+	int f16 = s->meta.k_type == KV_F16 || s->meta.v_type == KV_F16;
 
 	if (s->n_rows < s->n_pos)	/* a wrapped ring: its old rows are overwritten */
 		return n == s->n_pos || n == 0;
-	return !grouped || n % KV_GROUP == 0 || n / KV_GROUP == s->n_pos / KV_GROUP;
+	if (f16 && s->version < 4)	/* no tails: their groups are recomputed */
+		return n % KV_GROUP == 0;
+	return !(grouped || f16) || n % KV_GROUP == 0 || n / KV_GROUP == s->n_pos / KV_GROUP;
 }
 
 int
 snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 {
-	size_t groups, row = (size_t)s->meta.kv_dim * sizeof(uint16_t);
 	const uint8_t *tail;
 	uint32_t l, p;
-	int rows;
+	int rows, w;
 
 	if ((uint32_t)kv->n_layers != s->meta.n_layers || (uint32_t)kv->kv_dim != s->meta.kv_dim) {
 		llm_seterr("snapshot shape %u layers x %u does not match the cache's %d x %d",
@@ -597,6 +625,11 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		    s->meta.sinks, s->meta.window, kv->sinks, kv->window);
 		return -1;
 	}
+	if (s->version == 3 && (kv->k_type == KV_F16 || kv->v_type == KV_F16)) {
+		llm_seterr("a windowed f16 cache of snapshot format version 3 has its rows where "
+		    "this build's do not fit (version 4 keeps f16 tails): recompute it");
+		return -1;
+	}
 	if (n > s->n_pos || !loadable(s, n)) {
 		llm_seterr("snapshot has %u positions, not %u", s->n_pos, n);
 		return -1;
@@ -608,23 +641,24 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 	 * Every block is checked, even past n: a damaged file is refused
 	 * whatever part of it is used.  The rows of [0, n) of a layer are
 	 * contiguous in both the file and the cache; so are grouped keys'
-	 * groups, whose f16 rows after them go to the ring.
+	 * groups.  The tail rows after them go to the rings.
 	 */
 	rows = kv_rows(kv, (int)n);
-	groups = (size_t)(rows / KV_GROUP) * kv->k_unit;
 	for (l = 0; l < s->meta.n_layers; l++) {
-		if (verify_copy(s, l, 0, kv_unit(kv, 0, (int)l, 0),
-		    kv->tail ? groups : kv_block_bytes(kv, 0, (int)n)) < 0 ||
-		    verify_copy(s, l, 1, kv_unit(kv, 1, (int)l, 0), kv_block_bytes(kv, 1, (int)n)) < 0) {
-			kv_clear(kv);
-			return -1;
+		for (w = 0; w < 2; w++) {
+			size_t row = kv_tail_row_bytes(kv, w);
+			if (verify_copy(s, l, w, kv_unit(kv, w, (int)l, 0), main_bytes(kv, w, rows)) < 0) {
+				kv_clear(kv);
+				return -1;
+			}
+			tail = (const uint8_t *)snapshot_block(s, l, w) + main_bytes(kv, w, (int)s->n_rows);
+			for (p = n / KV_GROUP * KV_GROUP; kv->tail[w] && p < n; p++)
+				memcpy(kv_tail_row(kv, w, (int)l, (int)p), tail + (size_t)(p % KV_GROUP) * row,
+				    row);
 		}
-		tail = (const uint8_t *)snapshot_block(s, l, 0) + (size_t)(s->n_rows / KV_GROUP) * kv->k_unit;
-		for (p = n / KV_GROUP * KV_GROUP; kv->tail && p < n; p++)
-			memcpy(kv_tail_row(kv, (int)l, (int)p), tail + (size_t)(p % KV_GROUP) * row, row);
 	}
 	kv->written = (int)n;
-	kv->groups = kv->tail ? (int)n / KV_GROUP : 0;
+	kv->groups = kv_grouped(kv) ? (int)n / KV_GROUP : 0;
 	return 0;
 }
 

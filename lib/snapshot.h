@@ -8,9 +8,9 @@
 #include "kv.h"
 
 #define SNAP_MAGIC "LLMKVSNP"
-#define SNAP_VERSION 3		/* the highest this build reads; f32 caches are written as 1 */
+#define SNAP_VERSION 4		/* the highest this build reads; f32 caches are written as 1 */
 #define SNAP_HEADER_SIZE 128	/* versions 1 and 2 */
-#define SNAP_HEADER_SIZE_3 160	/* version 3: a windowed cache */
+#define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache) and 4 (f16 stores) */
 #define SNAP_ALIGN 4096
 #define SNAP_DIR_ENTRY 48
 /* What a snapshot says about the model and the cache. */

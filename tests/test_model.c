@@ -430,18 +430,18 @@ typed_cache(const struct model *mm, struct kv *kv, int t, int max_ctx, int preal
 	    kv_types[t][0], kv_types[t][1]);
 }
 
-/* Every stored byte of the first n positions: rows, groups and the f16 rows after them. */
+/* Every stored byte of the first n positions: rows or groups, and the tail rows after them. */
 static int
 same_cache(const struct kv *a, const struct kv *b, int n)
 {
 	for (int l = 0; l < a->n_layers; l++)
 		for (int w = 0; w < 2; w++) {
-			size_t len = kv_block_bytes(a, w, n), part = w == 0 && a->tail ?
-			    (size_t)(kv_rows(a, n) / KV_GROUP) * a->k_unit : len;
+			size_t row = kv_tail_row_bytes(a, w), len = kv_block_bytes(a, w, n);
+			size_t part = a->tail[w] ? len - (size_t)(n % KV_GROUP) * row : len;
 			if (memcmp(kv_unit(a, w, l, 0), kv_unit(b, w, l, 0), part) != 0)
 				return 0;
-			for (int p = n / KV_GROUP * KV_GROUP; w == 0 && a->tail && p < n; p++)
-				if (memcmp(kv_tail_row(a, l, p), kv_tail_row(b, l, p), (size_t)a->kv_dim * 2))
+			for (int p = n / KV_GROUP * KV_GROUP; a->tail[w] && p < n; p++)
+				if (memcmp(kv_tail_row(a, w, l, p), kv_tail_row(b, w, l, p), row))
 					return 0;
 		}
 	return 1;
@@ -516,6 +516,58 @@ kv_types_grow_equals_prealloc(void)
 		kv_free(&grow), kv_free(&dense);
 	}
 	free(a), free(b);
+	model_free(&mm);
+}
+
+/*
+ * f16 caches read the rows of a query's own group from their exact tail:
+ * the first KV_GROUP positions give the f32 cache's logits bit for bit,
+ * a batch or token by token; later ones read earlier groups rounded.
+ */
+static void
+f16_cache_reads_its_own_group_exactly(void)
+{
+	enum { N = 40 };
+	static const int types[][2] = { { KV_F16, KV_F16 }, { KV_F16, KV_F32 }, { KV_F32, KV_F16 } };
+	struct model mm;
+	struct kv kv;
+	float *want, *got;
+	int ids[N], err, i;
+	size_t V, row;
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	V = (size_t)mm.c.vocab_size, row = V * sizeof(float);
+	want = xmalloc(N * row), got = xmalloc(N * row);
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 29 + 3) % mm.c.vocab_size;
+	CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 256, 0, KV_F32,
+	    KV_F32) == 0, "%s", llm_err());
+	CHECK(model_forward_logits(&mm, &kv, ids, N, 0, want, &err) && !err, "%s", llm_err());
+	kv_free(&kv);
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		const char *k = kv_type_name(types[t][0]), *v = kv_type_name(types[t][1]);
+		for (int batch = 0; batch < 2; batch++) {
+			CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 256, 0,
+			    types[t][0], types[t][1]) == 0, "%s", llm_err());
+			if (batch)
+				CHECK(model_forward_logits(&mm, &kv, ids, N, 0, got, &err) && !err, "%s",
+				    llm_err());
+			else
+				for (i = 0; i < N; i++) {
+					float *l = model_forward(&mm, &kv, ids[i], i, 1, &err);
+					CHECK(l && !err, "%s", llm_err());
+					if (l)
+						memcpy(got + (size_t)i * V, l, row);
+				}
+			CHECK(memcmp(got, want, KV_GROUP * row) == 0,
+			    "k %s v %s: the first group differs from f32 (%s)", k, v, batch ? "batch" : "one by one");
+			for (i = KV_GROUP + 1; i < N && memcmp(got + i * V, want + i * V, row) == 0; i++)
+				;
+			CHECK(i < N, "k %s v %s: positions past the first group read nothing rounded", k, v);
+			kv_free(&kv);
+		}
+	}
+	free(want), free(got);
 	model_free(&mm);
 }
 
@@ -736,6 +788,7 @@ long_decode_split_is_bitwise_one_thread(void)
 	static const int types[][3] = {	/* key type, value type, windowed */
 		{ KV_F32, KV_F32, 0 }, { KV_F16, KV_F16, 0 }, { KV_F32, KV_Q4_0, 0 },
 		{ KV_Q8_0, KV_Q8_0, 0 }, { KV_Q4_0, KV_Q8_0, 0 }, { KV_F32, KV_F32, 1 }, { KV_Q8_0, KV_F32, 1 },
+		{ KV_F16, KV_F16, 1 },
 	};
 	struct fixture f;
 	struct model mm;
@@ -947,6 +1000,7 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_q6_K);
 	TEST(kv_types_batched_equals_token_by_token);
 	TEST(kv_types_grow_equals_prealloc);
+	TEST(f16_cache_reads_its_own_group_exactly);
 	TEST(kv_types_stay_close_to_f32);
 	TEST(window_matches_double_reference);
 	TEST(window_batched_equals_token_by_token);

@@ -134,30 +134,31 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
 }
 
 /*
- * Every cache type resumes bitwise as it recomputes.  Grouped keys store
- * only the f16 rows of the last group, so a prefix that ends inside an
- * earlier group is cut back to that group's start.
+ * Every cache type resumes bitwise as it recomputes.  Grouped keys and
+ * f16 stores keep the exact tail rows of the last group only, so a
+ * prefix that ends inside an earlier group is cut back to its start.
  */
 static void
 every_cache_type_resumes_bitwise(void)
 {
 	static const int types[][2] = { { KV_F16, KV_F16 }, { KV_Q8_0, KV_Q8_0 },
 		{ KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_F32 }, { KV_F32, KV_Q8_0 } };
-	int base[200], ids[300], r, grouped;
+	int base[200], ids[300], r, tailed;
 
 	for (int i = 0; i < 200; i++)
 		base[i] = (i * 37 + 11) % m.c.vocab_size;
 	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
 		k_type = types[t][0], v_type = types[t][1];
-		grouped = k_type == KV_Q8_0 || k_type == KV_Q4_0;
+		tailed = k_type == KV_Q8_0 || k_type == KV_Q4_0 || k_type == KV_F16 ||
+		    v_type == KV_F16;
 		/* within the last group (150 = 4 groups and 22) */
 		r = resume_matches_scratch(base, 150, base, 200, kv_type_name(k_type));
 		CHECK(r == 150, "k %s v %s: extension reused %d", kv_type_name(k_type), kv_type_name(v_type), r);
-		/* inside an earlier group: 100 reused, or 96 with grouped keys */
+		/* inside an earlier group: 100 reused, or 96 with tails */
 		memcpy(ids, base, sizeof base);
 		ids[100] = (ids[100] + 1) % m.c.vocab_size;
 		r = resume_matches_scratch(base, 150, ids, 180, kv_type_name(k_type));
-		CHECK(r == (grouped ? 96 : 100), "k %s v %s: divergent reused %d", kv_type_name(k_type),
+		CHECK(r == (tailed ? 96 : 100), "k %s v %s: divergent reused %d", kv_type_name(k_type),
 		    kv_type_name(v_type), r);
 		/* on a group's end */
 		r = resume_matches_scratch(base, 150, base, 65, kv_type_name(k_type));
@@ -177,14 +178,15 @@ windowed_caches_resume_bitwise(void)
 {
 	static const int types[][2] = { { KV_F32, KV_F32 }, { KV_F16, KV_F16 },
 		{ KV_Q8_0, KV_Q8_0 }, { KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_F32 } };
-	int base[400], ids[400], r, grouped;
+	int base[400], ids[400], r, tailed;
 
 	for (int i = 0; i < 400; i++)
 		base[i] = (i * 37 + 11) % m.c.vocab_size;
 	sinks = 4, window = 100;
 	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
 		k_type = types[t][0], v_type = types[t][1];
-		grouped = k_type == KV_Q8_0 || k_type == KV_Q4_0;
+		tailed = k_type == KV_Q8_0 || k_type == KV_Q4_0 || k_type == KV_F16 ||
+		    v_type == KV_F16;
 		/* slid far past the window: 300 positions saved, 400 wanted */
 		r = resume_matches_scratch(base, 300, base, 400, kv_type_name(k_type));
 		CHECK(r == 300, "k %s v %s: extension reused %d", kv_type_name(k_type),
@@ -198,7 +200,7 @@ windowed_caches_resume_bitwise(void)
 		/* not wrapped yet: a prefix is reused as without a window */
 		ids[50] = (ids[50] + 1) % m.c.vocab_size;
 		r = resume_matches_scratch(base, 90, ids, 120, kv_type_name(k_type));
-		CHECK(r == (grouped ? 32 : 50), "k %s v %s: unwrapped divergent reused %d",
+		CHECK(r == (tailed ? 32 : 50), "k %s v %s: unwrapped divergent reused %d",
 		    kv_type_name(k_type), kv_type_name(v_type), r);
 	}
 	k_type = v_type = KV_F32;
@@ -311,6 +313,7 @@ refused(const char *want)
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
 /* A hostile file carries a valid header checksum: recompute it. */
 static void
@@ -372,8 +375,9 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CHECK(refused(want), "%s", #edit); \
 } while (0)
 	CASE(memcpy(p, "LLMKVSNQ", 8), 0, "bad magic");
-	CASE(put32(p + 8, 4), 1, "version 4 is not supported (this build reads versions 1 to 3)");
+	CASE(put32(p + 8, 5), 1, "version 5 is not supported (this build reads versions 1 to 4)");
 	CASE(put32(p + 8, 3), 1, "bad header size");
+	CASE(put32(p + 8, 4), 1, "bad header size");
 	CASE(put32(p + 16, 1), 1, "a version 1 snapshot holds f32 keys and values, not k f16 v f32");
 	CASE((put32(p + 8, 2), put32(p + 16, 5)), 1, "key type 5 is not supported");
 	CASE((put32(p + 8, 2), put32(p + 16, 8 << 16)), 1, "rotation block 0 does not match q8_0 values");
@@ -398,6 +402,80 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CHECK(refused("wrong size"), "junk appended");
 	free(q);
 #undef CASE
+}
+
+/*
+ * A cache with f16 stores is a version 4 file: version 3's header with a
+ * window of 0, and each f16 block ends with the f32 rows of the newest
+ * group.  A version 2 file of f16 stores (no tails, as written before)
+ * still resumes bitwise: its last group is recomputed.
+ */
+static void
+f16_snapshots_keep_their_tails_and_old_ones_resume(void)
+{
+	enum { N = 70, MORE = 80 };
+	size_t V = (size_t)m.c.vocab_size, len, rows = (size_t)N * m.c.kv_dim * 2;
+	float *want = xmalloc(MORE * V * sizeof(float)), *got = xmalloc(MORE * V * sizeof(float));
+	unsigned char *p, *q;
+	uint64_t dir4, dir2 = (128 + 4 * N + 7) / 8 * 8;
+	struct snapshot snap;
+	struct snap_meta meta;
+	struct kv kv;
+	int ids[MORE], reused;
+
+	for (int i = 0; i < MORE; i++)
+		ids[i] = (i * 17 + 9) % m.c.vocab_size;
+	k_type = v_type = KV_F16;
+	new_cache(&kv);
+	run(&kv, ids, 0, MORE, want);
+	kv_free(&kv);
+	new_cache(&kv);
+	run(&kv, ids, 0, N, got);
+	meta_of(&kv, &meta);
+	CHECK(snapshot_write(snap_path, &meta, &kv, ids, N) == 0, "%s", llm_err());
+	kv_free(&kv);
+	p = read_whole(snap_path, &len);
+	CHECK(p && get64(p + 8) == (160ull << 32 | 4) && get32(p + 128) == 0 && get32(p + 132) == 0,
+	    "not a version 4 file of 160 bytes without a window");
+	dir4 = get64(p + 96);
+	CHECK(get64(p + dir4 + 8) == rows + (N % KV_GROUP) * (size_t)m.c.kv_dim * 4 &&
+	    get64(p + dir4 + 32) == get64(p + dir4 + 8), "f16 blocks of %llu bytes",
+	    (unsigned long long)get64(p + dir4 + 8));
+	q = xmalloc(len);
+	memcpy(q, p, len);
+	put32(q + 128, 3);
+	fix_sum(q);
+	write_bad(q, len);
+	CHECK(refused("bad window: 3 sinks without a window"), "sinks without a window");
+
+	/* the same cache as version 2 wrote it: a short header, no tails */
+	memset(q, 0, len);
+	memcpy(q, p, 128);
+	put32(q + 8, 2), put32(q + 12, 128), put64(q + 88, 128), put64(q + 96, dir2);
+	memcpy(q + 128, p + 160, 4 * N);
+	for (int l = 0; l < m.c.n_layers; l++)
+		for (int w = 0; w < 2; w++) {
+			uint64_t e = dir4 + 48 * (uint64_t)l + 24 * (uint64_t)w, off = get64(p + e);
+			memcpy(q + off, p + off, rows);
+			put64(q + dir2 + (e - dir4), off);
+			put64(q + dir2 + (e - dir4) + 8, rows);
+			put64(q + dir2 + (e - dir4) + 16, snapshot_sum(q + off, rows));
+		}
+	fix_sum(q);
+	write_whole(snap_path, q, len);
+	new_cache(&kv);
+	CHECK(snapshot_open(&snap, snap_path) == 0, "%s", llm_err());
+	reused = snapshot_resume(&snap, &kv, ids, MORE);
+	snapshot_close(&snap);
+	CHECK(reused == N / KV_GROUP * KV_GROUP, "a version 2 f16 file reused %d: %s", reused, llm_err());
+	if (reused >= 0) {
+		run(&kv, ids, reused, MORE, got);
+		CHECK(memcmp(got + reused * V, want + reused * V, (MORE - reused) * V * sizeof(float)) == 0,
+		    "a version 2 f16 file resumed differs from scratch");
+	}
+	kv_free(&kv);
+	k_type = v_type = KV_F32;
+	free(p), free(q), free(want), free(got);
 }
 
 /*
@@ -635,6 +713,7 @@ main(void)
 	TEST(flipped_byte_in_a_block_is_refused);
 	TEST(damaged_headers_are_refused_each_with_its_message);
 	TEST(damaged_window_headers_are_refused);
+	TEST(f16_snapshots_keep_their_tails_and_old_ones_resume);
 	TEST(failed_write_keeps_the_old_snapshot);
 	TEST(failed_fsync_leaks_nothing_and_keeps_the_old_snapshot);
 	TEST(kvstat_json_has_null_for_nan_and_infinity);

@@ -120,7 +120,10 @@ window_options_are_checked() {
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 	echo 1 | "$D" -m "$m" --kv-type q4_0 --kv-window 16 -n 1 >/dev/null 2>"$TMP/err"
 	[ $? -eq 2 ] || fail "a window shorter than a key group accepted"
-	grep -q "less than the 32 positions of a q4_0 key group" "$TMP/err" || fail "$(cat "$TMP/err")"
+	grep -q "less than the 32 positions of a group (k q4_0 v q4_0)" "$TMP/err" || fail "$(cat "$TMP/err")"
+	echo 1 | "$D" -m "$m" --kv-type-v f16 --kv-window 16 -n 1 >/dev/null 2>"$TMP/err"
+	[ $? -eq 2 ] || fail "a window shorter than an f16 tail's group accepted"
+	grep -q "less than the 32 positions of a group (k f32 v f16)" "$TMP/err" || fail "$(cat "$TMP/err")"
 	for bad in 0 -1 x; do
 		echo 1 | "$D" -m "$m" --kv-window "$bad" -n 1 >/dev/null 2>&1
 		[ $? -eq 2 ] || fail "--kv-window $bad accepted"
