@@ -188,6 +188,12 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		free(copy), free(dir);
 		return -1;
 	}
+	if ((kv->tail[0] || kv->tail[1]) && n_pos / KV_GROUP * KV_GROUP < kv->written - KV_TAIL) {
+		llm_seterr("snapshot: the exact rows of positions %d to %d are no longer in the cache's "
+		    "tail (%d written)", n_pos / KV_GROUP * KV_GROUP, n_pos - 1, kv->written);
+		free(copy), free(dir);
+		return -1;
+	}
 	for (w = 0; w < 2; w++) {
 		block[w] = kv_block_bytes(kv, w, n_pos);
 		stride[w] = align_up(block[w], SNAP_ALIGN);

@@ -434,6 +434,22 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	meta_of(&kv, &meta);
 	CHECK(snapshot_write(snap_path, &meta, &kv, ids, N) == 0, "%s", llm_err());
 	kv_free(&kv);
+	/* a prefix whose tail rows the ring has overwritten since is refused */
+	{
+		int many[200];
+		float *out = xmalloc(200 * V * sizeof(float));
+		for (int i = 0; i < 200; i++)
+			many[i] = (i * 7 + 1) % m.c.vocab_size;
+		new_cache(&kv);
+		run(&kv, many, 0, 200, out);
+		meta_of(&kv, &meta);
+		CHECK(snapshot_write(bad_path, &meta, &kv, many, 10) < 0 &&
+		    strstr(llm_err(), "positions 0 to 9 are no longer in the cache's tail"),
+		    "a prefix of 10 after 200: %s", llm_err());
+		CHECK(snapshot_write(bad_path, &meta, &kv, many, 70) == 0, "%s", llm_err());
+		kv_free(&kv);
+		free(out);
+	}
 	p = read_whole(snap_path, &len);
 	CHECK(p && get64(p + 8) == (160ull << 32 | 4) && get32(p + 128) == 0 && get32(p + 132) == 0,
 	    "not a version 4 file of 160 bytes without a window");
