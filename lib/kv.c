@@ -673,12 +673,13 @@ kv_bytes_per_pos(const struct kv *kv)
 
 /*
  * The tail rings' footprint: the rows of positions below cap are all
- * that can have been written while cap is under KV_TAIL.
+ * that can have been written while cap is under KV_TAIL (a window's
+ * positions go on past its cap, round the whole ring).
  */
 static size_t
 tail_bytes(const struct kv *kv)
 {
-	size_t n = 0, rows = (size_t)(kv->cap < KV_TAIL ? kv->cap : KV_TAIL);
+	size_t n = 0, rows = (size_t)(kv->cap < KV_TAIL && !kv->window ? kv->cap : KV_TAIL);
 
 	for (int which = 0; which < 2; which++)
 		if (kv->tail[which])

@@ -771,7 +771,7 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
  * apart): slots [s, e), dimensions [d0, d0 + w) of KV head kvh, into out
  * (ldo apart).  From the store, or if tail from the tail ring, whose
  * rows from that of position r0 on fill the slots from kv_slot(r0) on.
- * acc: carry on chains begun in out.
+ * acc: carry on chains begun in out; an empty stretch does nothing.
  */
 static void
 value_span(const struct model *m, const struct kv *kv, int layer, int kvh, int d0, int w,
@@ -781,6 +781,8 @@ value_span(const struct model *m, const struct kv *kv, int layer, int kvh, int d
 	size_t ld = (size_t)m->att_cap, dim = (size_t)m->c.kv_dim;
 	int col = kvh * m->c.head_dim + d0;
 
+	if (e <= s)
+		return;
 	att += (size_t)a * ld + s;
 	out += (size_t)a * ldo;
 	if (tail)	/* f32 rows: the tails of f16 values */
@@ -840,8 +842,8 @@ attention_values(const struct model *m, const struct kv *kv, int layer, int kvh,
 	int done = 0, h = a, end;
 
 	while (kv->tail[1] && h < b) {
-		int r0 = (first + h / group) / KV_GROUP, h1 = h;
-		while (h1 < b && (first + h1 / group) / KV_GROUP == r0)
+		int g = (first + h / group) / KV_GROUP, h1 = h;
+		while (h1 < b && (first + h1 / group) / KV_GROUP == g)
 			h1++;
 		tail_values(m, kv, layer, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
 		h = h1;
