@@ -490,6 +490,34 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 		    "a version 2 f16 file resumed differs from scratch");
 	}
 	kv_free(&kv);
+
+	/* a windowed one as version 3 wrote it (no tails, slots not in groups) is refused */
+	sinks = 4, window = 100;
+	new_cache(&kv);
+	run(&kv, ids, 0, N, got);
+	meta_of(&kv, &meta);
+	CHECK(snapshot_write(snap_path, &meta, &kv, ids, N) == 0, "%s", llm_err());
+	kv_free(&kv);
+	free(p);
+	p = read_whole(snap_path, &len);
+	dir4 = get64(p + 96);
+	put32(p + 8, 3);
+	for (int l = 0; l < m.c.n_layers; l++)
+		for (int w = 0; w < 2; w++) {
+			uint64_t e = dir4 + 48 * (uint64_t)l + 24 * (uint64_t)w;
+			put64(p + e + 8, rows);
+			put64(p + e + 16, snapshot_sum(p + get64(p + e), rows));
+		}
+	fix_sum(p);
+	write_whole(snap_path, p, len);
+	new_cache(&kv);
+	CHECK(snapshot_open(&snap, snap_path) == 0, "version 3: %s", llm_err());
+	reused = snapshot_resume(&snap, &kv, ids, MORE);
+	snapshot_close(&snap);
+	CHECK(reused < 0 && strstr(llm_err(), "snapshot format version 3"),
+	    "a windowed version 3 f16 file: reused %d: %s", reused, llm_err());
+	kv_free(&kv);
+	sinks = window = 0;
 	k_type = v_type = KV_F32;
 	free(p), free(q), free(want), free(got);
 }
