@@ -28,6 +28,7 @@
  * everything above holds unit for unit.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -122,14 +123,16 @@ kv_tail_row_bytes(const struct kv *kv, int which)
 static size_t
 tail_store_bytes(const struct kv *kv, int which)
 {
-	return (size_t)kv->n_layers * KV_TAIL * kv_tail_row_bytes(kv, which);
+	return (size_t)kv->n_layers * (size_t)kv->tail_rows[which] * kv_tail_row_bytes(kv, which);
 }
 
 void *
 kv_tail_row(const struct kv *kv, int which, int layer, int pos)
 {
+	int rows = kv->tail_rows[which];
+
 	return (char *)kv->tail[which] +
-	    ((size_t)layer * KV_TAIL + (size_t)(pos % KV_TAIL)) * kv_tail_row_bytes(kv, which);
+	    ((size_t)layer * (size_t)rows + (size_t)(pos % rows)) * kv_tail_row_bytes(kv, which);
 }
 
 static void *
@@ -244,6 +247,7 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 		if (!grouped(kv, which) && type != KV_F16)
 			continue;
 		kv->tail_type[which] = grouped(kv, which) ? KV_F16 : KV_F32;
+		kv->tail_rows[which] = grouped(kv, which) ? KV_TAIL : KV_GROUP;
 		/* mapped, not committed: only the pages of rows written become resident */
 		kv->tail[which] = mmap(NULL, tail_store_bytes(kv, which), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -255,6 +259,7 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 		}
 	}
 	kv->scratch = xcalloc(nb * 32, sizeof(float));
+	kv->tail_end = xcalloc((size_t)n_layers, sizeof *kv->tail_end);
 	kv->prealloc = prealloc;
 	if (reserve(kv) < 0) {
 		kv_free(kv);
@@ -345,6 +350,8 @@ kv_free(struct kv *kv)
 	free(kv->scratch);
 	kv->scratch = NULL;
 	kv->tail[0] = kv->tail[1] = NULL;
+	free(kv->tail_end);
+	kv->tail_end = NULL;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
@@ -477,23 +484,19 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	if (kv_grow_to(kv, pos + n) < 0)
 		return -1;
 	/*
-	 * A tail ring holds the newest KV_TAIL positions: the group of pos
-	 * must still be in it, and the batch must not overwrite it.
+	 * The ring must hold the earlier rows of pos's group, and a batch of
+	 * grouped keys, written to it now, must not overwrite them.
 	 */
-	if (kv->tail[which] &&
-	    (pos / KV_GROUP * KV_GROUP < kv->written - KV_TAIL || n > KV_TAIL - KV_GROUP)) {
+	if (!kv_tail_holds(kv, which, layer, pos / KV_GROUP * KV_GROUP, pos) ||
+	    (grouped(kv, which) && n > KV_TAIL - KV_GROUP)) {
 		llm_seterr("kv: a %s cache cannot rewrite position %d after %d", kv_type_name(type),
 		    pos, kv->written);
 		return -1;
 	}
 	if (!grouped(kv, which)) {
-		for (i = 0; i < n; i++) {
+		for (i = 0; i < n; i++)
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
 			    kv_unit(kv, which, layer, kv_slot(kv, pos + i)));
-			if (kv->tail[which])
-				memcpy(kv_tail_row(kv, which, layer, pos + i), rows + (size_t)i * ld,
-				    (size_t)kv->kv_dim * 4);
-		}
 	} else {
 		for (i = 0; i < n; i++) {
 			uint16_t *t = kv_tail_row(kv, 0, layer, pos + i);
@@ -521,6 +524,31 @@ int
 kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld)
 {
 	return put(kv, 1, layer, pos, n, rows, ld);
+}
+
+void
+kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const float *v, size_t ld)
+{
+	const float *rows[2] = { k, v };
+	int last = (pos + n - 1) / KV_GROUP * KV_GROUP, p;
+
+	for (int which = 0; which < 2; which++)
+		for (p = last > pos ? last : pos; kv->tail_type[which] == KV_F32 && kv->tail[which] &&
+		    rows[which] && p < pos + n; p++)
+			memcpy(kv_tail_row(kv, which, layer, p), rows[which] + (size_t)(p - pos) * ld,
+			    (size_t)kv->kv_dim * 4);
+	kv->tail_end[layer] = pos + n;
+}
+
+int
+kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1)
+{
+	if (!kv->tail[which] || p0 == p1)
+		return 1;
+	if (kv->tail_type[which] == KV_F16)	/* grouped keys: the newest KV_TAIL written */
+		return p0 >= kv->written - kv->tail_rows[which];
+	/* f16 stores: the group kv_put_tail put last, as far as it went */
+	return p0 == (kv->tail_end[layer] - 1) / KV_GROUP * KV_GROUP && p1 <= kv->tail_end[layer];
 }
 
 /* ---- reading ---- */
@@ -661,6 +689,7 @@ kv_clear(struct kv *kv)
 	kv->seq_len = 0;
 	kv->written = 0;
 	kv->groups = 0;
+	memset(kv->tail_end, 0, (size_t)kv->n_layers * sizeof *kv->tail_end);
 }
 
 double
@@ -673,17 +702,21 @@ kv_bytes_per_pos(const struct kv *kv)
 
 /*
  * The tail rings' footprint: the rows of positions below cap are all
- * that can have been written while cap is under KV_TAIL (a window's
- * positions go on past its cap, round the whole ring).
+ * that can have been written while cap is under a ring's rows (a
+ * window's positions go on past its cap, round the whole ring).
  */
 static size_t
 tail_bytes(const struct kv *kv)
 {
-	size_t n = 0, rows = (size_t)(kv->cap < KV_TAIL && !kv->window ? kv->cap : KV_TAIL);
+	size_t n = 0, rows;
 
-	for (int which = 0; which < 2; which++)
+	for (int which = 0; which < 2; which++) {
+		rows = (size_t)kv->tail_rows[which];
+		if (kv->cap < kv->tail_rows[which] && !kv->window)
+			rows = (size_t)kv->cap;
 		if (kv->tail[which])
 			n += (size_t)kv->n_layers * rows * kv_tail_row_bytes(kv, which);
+	}
 	return n;
 }
 

@@ -41,11 +41,14 @@ enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 
 /*
  * f16 stores (keys or values) keep an exact tail too: every row goes to
- * the store in f16 and, while its group is the newest, to an f32 ring;
- * a query reads the rows of its own group from the ring and earlier ones
- * from the store.  Rounding to f16 moved log-probabilities by 0.0021 on
- * the benchmark's stream; reading the own group exactly, by 0.0017.  As
- * for grouped keys, which copy a query reads depends on positions alone.
+ * the store in f16, and a query reads the rows of its own group exactly
+ * and earlier ones from the store.  The exact rows of a batch are its
+ * own f32 buffer's; those of the newest group go on to a ring of
+ * KV_GROUP f32 rows after the batch's attention (kv_put_tail), for the
+ * batches after it.  Rounding to f16 moved log-probabilities by 0.0021
+ * on the benchmark's stream; reading the own group exactly, by 0.0017.
+ * As for grouped keys, which copy a query reads depends on positions
+ * alone.
  */
 
 /* "f32", "f16", "q8_0", "q4_0"; NULL for another number. */
@@ -78,8 +81,10 @@ struct kv {
 	int rot;		/* the Hadamard block of rotated values (kv_rot_of), 0 if none */
 	int v_rotated;
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
-	void *tail[2];		/* K's and V's newest rows, [layer][KV_TAIL][kv_dim] of tail_type, a ring; or NULL */
+	void *tail[2];		/* K's and V's newest rows, [layer][tail_rows][kv_dim] of tail_type, a ring; or NULL */
 	int tail_type[2];	/* KV_F16 for grouped keys, KV_F32 for f16 stores */
+	int tail_rows[2];	/* KV_TAIL for grouped keys, KV_GROUP for f16 stores */
+	int *tail_end;		/* f16 stores, by layer: 1 + the newest position kv_put_tail has put */
 	int groups;		/* grouped keys: the groups quantized, all the complete ones */
 	float *scratch;		/* one row, padded to whole blocks, for quantizing */
 
@@ -165,6 +170,15 @@ float *kv_v_write(struct kv *kv, int layer, int pos);
  */
 int kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
 int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
+/*
+ * After a batch's attention: the rows of its newest group go to the f32
+ * rings of f16 stores (k, v: the batch's rows, as kv_put_k and kv_put_v
+ * took them; either may be NULL if its store has no such ring).
+ */
+void kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const float *v,
+    size_t ld);
+/* Whether layer's tail ring holds the exact rows of positions [p0, p1), p0 a group's start. */
+int kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1);
 
 /* Read accessors of f32 stores: never grow; pos must be below cap.  Inline: attention calls them per row. */
 static inline const float *

@@ -673,23 +673,52 @@ tail_type(const struct kv *kv, int which)
 }
 
 /*
+ * The exact rows of K (which 0) or V from position p of a query's own
+ * group on, KV head kvh's part, and how far apart (*ld): from the tail
+ * ring, or for an f16 store from the batch's own f32 buffer once p is in
+ * the batch.  *end: where they stop being contiguous (the batch's start,
+ * if p is before it), at most end.
+ */
+static const char *
+exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_t *ld)
+{
+	const struct model *m = job->m;
+	const struct kv *kv = job->kv;
+	size_t dim = (size_t)m->c.kv_dim, col = (size_t)kvh * m->c.head_dim;
+
+	if (kv->tail_type[which] == KV_F32 && p >= job->pos) {
+		*ld = dim * 4;
+		return (const char *)((which ? m->vbuf : m->kbuf) + (job->row + p - job->pos) * dim + col);
+	}
+	if (kv->tail_type[which] == KV_F32 && *end > job->pos)
+		*end = job->pos;
+	*ld = kv_tail_row_bytes(kv, which);
+	return (const char *)kv_tail_row(kv, which, job->layer, p) + col * (*ld / dim);
+}
+
+/*
  * Keys with a tail (grouped, or f16): scores of heads queries (head_dim
- * apart) at pos against the tail rows of its own group, into att
+ * apart) at pos against the exact rows of its own group, into att
  * (att_cap apart) at their slots.  A group's rows never wrap in the
  * window's ring, which is whole groups long; in a ring that has wrapped
  * they take the slots of an older group, so they are scored after the
  * store, whose scores they replace.
  */
 static void
-tail_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int pos,
-    const float *q, int heads, float *att)
+tail_scores(const struct attn_job *job, int kvh, int pos, const float *q, int heads, float *att)
 {
-	int hd = m->c.head_dim, r0 = pos / KV_GROUP * KV_GROUP;
-	size_t row = kv_tail_row_bytes(kv, 0);
+	const struct model *m = job->m;
+	const struct kv *kv = job->kv;
+	int hd = m->c.head_dim, r0 = pos / KV_GROUP * KV_GROUP, p, end;
+	size_t ld;
+	const char *rows;
 
-	quant_gemm(tail_type(kv, 0), (const char *)kv_tail_row(kv, 0, layer, r0) +
-	    (size_t)kvh * hd * (row / (size_t)m->c.kv_dim), row, 0, pos - r0 + 1, hd, q, (size_t)hd,
-	    heads, att + kv_slot(kv, r0), (size_t)m->att_cap);
+	for (p = r0; p <= pos; p = end) {
+		end = pos + 1;
+		rows = exact_rows(job, 0, kvh, p, &end, &ld);
+		quant_gemm(tail_type(kv, 0), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
+		    att + kv_slot(kv, r0) + (p - r0), (size_t)m->att_cap);
+	}
 }
 
 /*
@@ -701,10 +730,13 @@ tail_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int 
  * computed as it would be alone.
  */
 static void
-attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
-    int last, const float *q, int group, float *att)
+attention_scores(const struct attn_job *job, int kvh, int first, int last, const float *q,
+    int group, float *att)
 {
+	const struct model *m = job->m;
+	const struct kv *kv = job->kv;
 	const struct model_config *c = &m->c;
+	int layer = job->layer;
 	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim;
 	int nq = (last - first + 1) * group, t, groups;
 
@@ -715,7 +747,7 @@ attention_scores(const struct model *m, const struct kv *kv, int layer, int kvh,
 		quant_group_scores(kv->k_type == KV_Q4_0, head_keys(m, kv, layer, kvh),
 		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
 	for (t = first; kv->tail[0] && t <= last; t++)
-		tail_scores(m, kv, layer, kvh, t, q + (size_t)(t - first) * group * hd, group,
+		tail_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
 		    att + (size_t)(t - first) * group * ld);
 }
 
@@ -769,27 +801,34 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
 /*
  * One stretch of the value chains of queries [a, b) of att (att_cap
  * apart): slots [s, e), dimensions [d0, d0 + w) of KV head kvh, into out
- * (ldo apart).  From the store, or if tail from the tail ring, whose
- * rows from that of position r0 on fill the slots from kv_slot(r0) on.
+ * (ldo apart).  From the store, or if tail from the exact rows of the
+ * group from position r0 on, which fill the slots from kv_slot(r0) on.
  * acc: carry on chains begun in out; an empty stretch does nothing.
  */
 static void
-value_span(const struct model *m, const struct kv *kv, int layer, int kvh, int d0, int w,
-    const float *att, int a, int b, int s, int e, int tail, int r0, float *out, size_t ldo,
-    int acc)
+value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att, int a, int b,
+    int s, int e, int tail, int r0, float *out, size_t ldo, int acc)
 {
-	size_t ld = (size_t)m->att_cap, dim = (size_t)m->c.kv_dim;
-	int col = kvh * m->c.head_dim + d0;
+	const struct model *m = job->m;
+	const struct kv *kv = job->kv;
+	size_t ld = (size_t)m->att_cap, dim = (size_t)m->c.kv_dim, lr;
+	int col = kvh * m->c.head_dim + d0, layer = job->layer;
 
 	if (e <= s)
 		return;
-	att += (size_t)a * ld + s;
+	att += (size_t)a * ld;
 	out += (size_t)a * ldo;
-	if (tail)	/* f32 rows: the tails of f16 values */
-		quant_attn_values(e - s, b - a, att, ld,
-		    (const float *)kv_tail_row(kv, 1, layer, r0 + s - kv_slot(kv, r0)) + col, dim,
-		    w, out, ldo, acc);
-	else if (kv->v_type == KV_F32)
+	while (tail && s < e) {	/* f32 rows: the tails of f16 values */
+		int p = r0 + s - kv_slot(kv, r0), end = p + e - s;
+		const float *rows = (const float *)exact_rows(job, 1, kvh, p, &end, &lr) + d0;
+		quant_attn_values(end - p, b - a, att + s, ld, rows, lr / 4, w, out, ldo, acc);
+		s += end - p;
+		acc = 1;
+	}
+	if (tail)
+		return;
+	att += s;
+	if (kv->v_type == KV_F32)
 		quant_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, 1, layer, s) + col,
 		    dim, w, out, ldo, acc);
 	else
@@ -806,15 +845,16 @@ value_span(const struct model *m, const struct kv *kv, int layer, int kvh, int d
  * wrapped, each query's store slots after them.  acc: as value_span.
  */
 static void
-tail_values(const struct model *m, const struct kv *kv, int layer, int kvh, int d0, int w,
-    int first, int group, const float *att, int a, int b, float *out, size_t ldo)
+tail_values(const struct attn_job *job, int kvh, int d0, int w, int first, int group,
+    const float *att, int a, int b, float *out, size_t ldo)
 {
+	const struct kv *kv = job->kv;
 	int r0 = (first + a / group) / KV_GROUP * KV_GROUP, s0 = kv_slot(kv, r0), done = s0, h, end;
 
-	value_span(m, kv, layer, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
+	value_span(job, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
 	for (h = a; h < b; ) {
 		end = s0 + first + h / group - r0 + 1;
-		value_span(m, kv, layer, kvh, d0, w, att, h, b, done, end, 1, r0, out, ldo, done > 0);
+		value_span(job, kvh, d0, w, att, h, b, done, end, 1, r0, out, ldo, done > 0);
 		done = end;
 		while (h < b && s0 + first + h / group - r0 + 1 == end)
 			h++;
@@ -823,7 +863,7 @@ tail_values(const struct model *m, const struct kv *kv, int layer, int kvh, int 
 		int pos = first + h / group, seen = kv_seen(kv, pos);
 		end = s0 + pos - r0 + 1;
 		if (end < seen)
-			value_span(m, kv, layer, kvh, d0, w, att, h, h + 1, end, seen, 0, r0, out, ldo, 1);
+			value_span(job, kvh, d0, w, att, h, h + 1, end, seen, 0, r0, out, ldo, 1);
 	}
 }
 
@@ -835,23 +875,23 @@ tail_values(const struct model *m, const struct kv *kv, int layer, int kvh, int 
  * with a tail run one group of positions at a time (tail_values).
  */
 static void
-attention_values(const struct model *m, const struct kv *kv, int layer, int kvh, int first,
-    int group, const float *att, int a, int b, float *out)
+attention_values(const struct attn_job *job, int kvh, int first, int group, const float *att,
+    int a, int b, float *out)
 {
-	size_t hd = (size_t)m->c.head_dim;
+	const struct kv *kv = job->kv;
+	size_t hd = (size_t)job->m->c.head_dim;
 	int done = 0, h = a, end;
 
 	while (kv->tail[1] && h < b) {
 		int g = (first + h / group) / KV_GROUP, h1 = h;
 		while (h1 < b && (first + h1 / group) / KV_GROUP == g)
 			h1++;
-		tail_values(m, kv, layer, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
+		tail_values(job, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
 		h = h1;
 	}
 	while (h < b) {
 		end = kv_seen(kv, first + h / group);	/* the slots query h sees */
-		value_span(m, kv, layer, kvh, 0, (int)hd, att, h, b, done, end, 0, 0, out, hd,
-		    done > 0);
+		value_span(job, kvh, 0, (int)hd, att, h, b, done, end, 0, 0, out, hd, done > 0);
 		done = end;
 		while (h < b && kv_seen(kv, first + h / group) == end)
 			h++;
@@ -882,8 +922,7 @@ attention_worker(void *arg, int ith, int nth)
 			    m->q + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
 			    (size_t)group * hd * 4);
 		nq = (i1 - i0) * group;
-		attention_scores(m, job->kv, job->layer, kvh, job->pos + i0, job->pos + i1 - 1, qt,
-		    group, att);
+		attention_scores(job, kvh, job->pos + i0, job->pos + i1 - 1, qt, group, att);
 		for (i = i0; i < i1; i++)
 			attention_window(m, job->kv, job->layer, kvh, job->pos + i,
 			    qt + (size_t)(i - i0) * group * hd, group,
@@ -891,7 +930,7 @@ attention_worker(void *arg, int ith, int nth)
 		for (g = 0; g < nq; g++)
 			quant_softmax(att + (size_t)g * m->att_cap,
 			    kv_seen(job->kv, job->pos + i0 + g / group), scale);
-		attention_values(m, job->kv, job->layer, kvh, job->pos + i0, group, att, 0, nq, ot);
+		attention_values(job, kvh, job->pos + i0, group, att, 0, nq, ot);
 		for (i = i0; i < i1; i++)
 			memcpy(m->xb + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
 			    ot + (size_t)(i - i0) * group * hd, (size_t)group * hd * 4);
@@ -956,7 +995,7 @@ split_softmax(void *arg, int ith, int nth)
 		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)h * hd;
 		float *att = m->att + (size_t)h * m->att_cap;
 		if (kv->tail[0])	/* after the store, which split_scores has done */
-			tail_scores(m, kv, job->layer, h / group, job->pos, q, 1, att);
+			tail_scores(job, h / group, job->pos, q, 1, att);
 		attention_window(m, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
 		quant_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
 	}
@@ -977,11 +1016,9 @@ split_values(void *arg, int ith, int nth)
 		const float *att = m->att + (size_t)kvh * group * m->att_cap;
 		float *out = m->xb + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd + d0;
 		if (kv->tail[1])
-			tail_values(m, kv, job->layer, kvh, d0, bw, job->pos, group, att, 0, group, out,
-			    (size_t)hd);
+			tail_values(job, kvh, d0, bw, job->pos, group, att, 0, group, out, (size_t)hd);
 		else
-			value_span(m, kv, job->layer, kvh, d0, bw, att, 0, group, 0, seen, 0, 0, out,
-			    (size_t)hd, 0);
+			value_span(job, kvh, d0, bw, att, 0, group, 0, seen, 0, 0, out, (size_t)hd, 0);
 	}
 }
 
@@ -1098,6 +1135,8 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 				goto fail;
 			aj = (struct attn_job){ m, kv, l, p, b, i };
 			attention(m, &aj);
+			kv_put_tail(kv, l, p, b, k == m->kbuf ? k + (size_t)i * KV : NULL,
+			    v == m->vbuf ? v + (size_t)i * KV : NULL, KV);
 		}
 		/* Rotated values give the rotated output; the transform is its own inverse. */
 		if (kv->v_rotated)

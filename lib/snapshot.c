@@ -188,12 +188,14 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		free(copy), free(dir);
 		return -1;
 	}
-	if ((kv->tail[0] || kv->tail[1]) && n_pos / KV_GROUP * KV_GROUP < kv->written - KV_TAIL) {
-		llm_seterr("snapshot: the exact rows of positions %d to %d are no longer in the cache's "
-		    "tail (%d written)", n_pos / KV_GROUP * KV_GROUP, n_pos - 1, kv->written);
-		free(copy), free(dir);
-		return -1;
-	}
+	for (i = 0; i < kv->n_layers; i++)
+		if (!kv_tail_holds(kv, 0, i, n_pos / KV_GROUP * KV_GROUP, n_pos) ||
+		    !kv_tail_holds(kv, 1, i, n_pos / KV_GROUP * KV_GROUP, n_pos)) {
+			llm_seterr("snapshot: the exact rows of positions %d to %d are no longer in the "
+			    "cache's tail (%d written)", n_pos / KV_GROUP * KV_GROUP, n_pos - 1, kv->written);
+			free(copy), free(dir);
+			return -1;
+		}
 	for (w = 0; w < 2; w++) {
 		block[w] = kv_block_bytes(kv, w, n_pos);
 		stride[w] = align_up(block[w], SNAP_ALIGN);
@@ -664,6 +666,8 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		}
 	}
 	kv->written = (int)n;
+	for (l = 0; l < s->meta.n_layers; l++)
+		kv->tail_end[l] = (int)n;
 	kv->groups = kv_grouped(kv) ? (int)n / KV_GROUP : 0;
 	return 0;
 }

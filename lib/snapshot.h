@@ -49,7 +49,7 @@ uint64_t snapshot_sum(const void *p, size_t n);
 /*
  * Write positions [0, n_pos) of the cache and their tokens to path,
  * atomically.  With tails (grouped keys, f16 stores), n_pos's group must
- * still be in the ring: within KV_TAIL of the newest position written.
+ * still be in the ring: within its rows of the newest position written.
  * 0, or -1 with llm_err() set and any old file intact.
  */
 int snapshot_write(const char *path, const struct snap_meta *meta,

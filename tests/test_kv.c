@@ -250,6 +250,8 @@ typed_rows_read_back_as_written(void)
 				CHECK(kv_put_k(&kv, l, p, n, x + ((size_t)l * P + p) * DIM, DIM) == 0, "%s", llm_err());
 				CHECK(kv_put_v(&kv, l, p, n, x + ((size_t)(L + l) * P + p) * DIM, DIM) == 0, "%s",
 				    llm_err());
+				kv_put_tail(&kv, l, p, n, x + ((size_t)l * P + p) * DIM,
+				    x + ((size_t)(L + l) * P + p) * DIM, DIM);
 			}
 		kv_set_seq_len(&kv, P);
 		for (l = 0; l < L; l++)
@@ -286,15 +288,17 @@ typed_clear_keeps_capacity_and_refills_alike(void)
 		kv_init_types(&b, 1, 2, 16, 1000, 0, types[t], types[t]);
 		CHECK(kv_set_seq_len(&a, 200) == 0 && a.cap == 256 && a.seq_len == 200, "cap %d", a.cap);
 		for (int p = 0; p < 100; p += 50)	/* something to forget */
-			kv_put_k(&a, 0, p, 50, rows, 32), kv_put_v(&a, 0, p, 50, rows, 32);
+			kv_put_k(&a, 0, p, 50, rows, 32), kv_put_v(&a, 0, p, 50, rows, 32),
+			    kv_put_tail(&a, 0, p, 50, rows, rows, 32);
 		kv_clear(&a);
 		CHECK(a.cap == 256 && a.seq_len == 0 && a.groups == 0, "%s: cap %d len %d groups %d",
 		    kv_type_name(types[t]), a.cap, a.seq_len, a.groups);
 		for (int p = 0; p < 100; p += 50) {
-			kv_put_k(&a, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
-			kv_put_v(&a, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
-			kv_put_k(&b, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
-			kv_put_v(&b, 0, p, 50, rows + (size_t)(99 - p) * 32 - 49 * 32, 32);
+			const float *r = rows + (size_t)(99 - p) * 32 - 49 * 32;
+			kv_put_k(&a, 0, p, 50, r, 32), kv_put_v(&a, 0, p, 50, r, 32);
+			kv_put_tail(&a, 0, p, 50, r, r, 32);
+			kv_put_k(&b, 0, p, 50, r, 32), kv_put_v(&b, 0, p, 50, r, 32);
+			kv_put_tail(&b, 0, p, 50, r, r, 32);
 		}
 		kv_set_seq_len(&a, 100), kv_set_seq_len(&b, 100);
 		for (int w = 0; w < 2; w++)
