@@ -332,6 +332,30 @@ grouped_keys_refuse_going_far_back(void)
 	kv_free(&kv);
 }
 
+/*
+ * An f16 cache, its exact rings included, never takes more bytes than an
+ * f32 one: as many up to 64 positions, fewer from there on, about half
+ * at length.
+ */
+static void
+f16_never_costs_more_than_f32(void)
+{
+	static const int lengths[] = { 1, 16, 64, 65, 100, 500, 2000 };
+	struct kv a, b;
+
+	for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+		int n = lengths[i];
+		kv_init_types(&a, 3, 2, 64, 4096, 0, KV_F16, KV_F16);
+		kv_init_types(&b, 3, 2, 64, 4096, 0, KV_F32, KV_F32);
+		CHECK(kv_set_seq_len(&a, n) == 0 && kv_set_seq_len(&b, n) == 0, "%s", llm_err());
+		CHECK(n <= 64 ? kv_bytes(&a) == kv_bytes(&b) : kv_bytes(&a) < kv_bytes(&b),
+		    "%d positions: f16 %zu bytes, f32 %zu", n, kv_bytes(&a), kv_bytes(&b));
+		CHECK(n < 2000 || kv_bytes(&a) < kv_bytes(&b) * 0.52, "%d positions: f16 %zu, f32 %zu",
+		    n, kv_bytes(&a), kv_bytes(&b));
+		kv_free(&a), kv_free(&b);
+	}
+}
+
 static void
 reads_never_grow(void)
 {
@@ -381,6 +405,7 @@ main(void)
 	TEST(typed_rows_read_back_as_written);
 	TEST(grouped_keys_refuse_going_far_back);
 	TEST(typed_clear_keeps_capacity_and_refills_alike);
+	TEST(f16_never_costs_more_than_f32);
 	TEST(reads_never_grow);
 	TEST(set_seq_len_grows_ahead_and_clear_keeps_capacity);
 	TEST(prealloc_commits_max_ctx);
