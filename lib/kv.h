@@ -37,7 +37,7 @@
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32
-#define KV_TAIL 160	/* newest rows kept in a tail ring: a group and a batch of 128 (MODEL_BATCH) */
+#define KV_TAIL 160	/* grouped keys' f16 ring: a group and a batch of 128 (MODEL_BATCH) */
 
 /*
  * f16 stores (keys or values) keep an exact tail too: every row goes to
@@ -166,7 +166,9 @@ float *kv_v_write(struct kv *kv, int layer, int pos);
  * The write accessor of every type: n rows of kv_dim floats, ld apart,
  * for positions pos..pos+n-1, converted to the store's type.  Keys come
  * after RoPE.  Grows the store; 0 or -1 (llm_err()).  Grouped keys take
- * at most KV_TAIL - KV_GROUP positions at once.
+ * at most KV_TAIL - KV_GROUP positions at once; f16 stores want
+ * kv_put_tail once the batch has been attended to.  A position whose
+ * group's earlier rows have left the ring cannot be written again.
  */
 int kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
 int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
