@@ -545,7 +545,7 @@ kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1)
 {
 	if (!kv->tail[which] || p0 == p1)
 		return 1;
-	if (kv->tail_type[which] == KV_F16)	/* grouped keys: the newest KV_TAIL written */
+	if (grouped(kv, which))	/* written now: the newest KV_TAIL */
 		return p0 >= kv->written - kv->tail_rows[which];
 	/* f16 stores: the group kv_put_tail put last, as far as it went */
 	return p0 == (kv->tail_end[layer] - 1) / KV_GROUP * KV_GROUP && p1 <= kv->tail_end[layer];

@@ -404,6 +404,18 @@ damaged_headers_are_refused_each_with_its_message(void)
 #undef CASE
 }
 
+/* Give every block of the directory at dir the length len and that part's sum. */
+static void
+cut_blocks(unsigned char *p, uint64_t dir, size_t len)
+{
+	for (int l = 0; l < m.c.n_layers; l++)
+		for (int w = 0; w < 2; w++) {
+			uint64_t e = dir + 48 * (uint64_t)l + 24 * (uint64_t)w;
+			put64(p + e + 8, len);
+			put64(p + e + 16, snapshot_sum(p + get64(p + e), len));
+		}
+}
+
 /*
  * A cache with f16 stores is a version 4 file: version 3's header with a
  * window of 0, and each f16 block ends with the f32 rows of the newest
@@ -470,14 +482,9 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	memcpy(q, p, 128);
 	put32(q + 8, 2), put32(q + 12, 128), put64(q + 88, 128), put64(q + 96, dir2);
 	memcpy(q + 128, p + 160, 4 * N);
-	for (int l = 0; l < m.c.n_layers; l++)
-		for (int w = 0; w < 2; w++) {
-			uint64_t e = dir4 + 48 * (uint64_t)l + 24 * (uint64_t)w, off = get64(p + e);
-			memcpy(q + off, p + off, rows);
-			put64(q + dir2 + (e - dir4), off);
-			put64(q + dir2 + (e - dir4) + 8, rows);
-			put64(q + dir2 + (e - dir4) + 16, snapshot_sum(q + off, rows));
-		}
+	memcpy(q + dir2, p + dir4, 48 * (size_t)m.c.n_layers);
+	memcpy(q + get64(p + 104), p + get64(p + 104), len - get64(p + 104));	/* the blocks */
+	cut_blocks(q, dir2, rows);
 	fix_sum(q);
 	write_whole(snap_path, q, len);
 	new_cache(&kv);
@@ -503,12 +510,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	p = read_whole(snap_path, &len);
 	dir4 = get64(p + 96);
 	put32(p + 8, 3);
-	for (int l = 0; l < m.c.n_layers; l++)
-		for (int w = 0; w < 2; w++) {
-			uint64_t e = dir4 + 48 * (uint64_t)l + 24 * (uint64_t)w;
-			put64(p + e + 8, rows);
-			put64(p + e + 16, snapshot_sum(p + get64(p + e), rows));
-		}
+	cut_blocks(p, dir4, rows);
 	fix_sum(p);
 	write_whole(snap_path, p, len);
 	new_cache(&kv);
