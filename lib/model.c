@@ -6,6 +6,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -529,7 +530,13 @@ rows(struct model *m, pool_fn fn, float *out, const float *x, const float *weigh
 /*
  * Matrix products over one input batch X (T rows of ldx floats): each
  * weight matrix writes T output rows of ldo floats.  Threads split the
- * weight rows of all the matrices together, in multiples of 8.
+ * weight rows of all the matrices together, in multiples of 8: halves
+ * for one token, whose products are too short to share finer; a batch's
+ * in slices (multiples of 24 rows, about 8 a thread) that the threads
+ * claim in turn, so that a thread slowed by a neighbour does fewer of
+ * them: with halves, a batch's two threads finished up to a quarter of
+ * their time apart.  Each output is computed the same way whoever
+ * computes it.
  */
 struct matvec {
 	float *out;
@@ -544,15 +551,14 @@ struct matmul_job {
 	size_t ldx;
 	int T;
 	int total_rows;
+	int slice;		/* rows a claim takes, for a batch */
+	atomic_int next;	/* the first row not yet claimed */
 };
 
+/* Rows lo to hi of all the matrices together. */
 static void
-matmul_worker(void *arg, int ith, int nth)
+matmul_rows(const struct matmul_job *job, int lo, int hi)
 {
-	const struct matmul_job *job = arg;
-	int lo = (int)((long long)job->total_rows * ith / nth) / 8 * 8;
-	int hi = ith == nth - 1 ? job->total_rows :
-	    (int)((long long)job->total_rows * (ith + 1) / nth) / 8 * 8;
 	int i, base = 0;
 
 	for (i = 0; i < job->n && lo < hi; i++) {
@@ -568,13 +574,38 @@ matmul_worker(void *arg, int ith, int nth)
 }
 
 static void
+matmul_worker(void *arg, int ith, int nth)
+{
+	struct matmul_job *job = arg;
+	int lo, hi;
+
+	if (job->T == 1) {
+		lo = (int)((long long)job->total_rows * ith / nth) / 8 * 8;
+		hi = ith == nth - 1 ? job->total_rows :
+		    (int)((long long)job->total_rows * (ith + 1) / nth) / 8 * 8;
+		matmul_rows(job, lo, hi);
+		return;
+	}
+	while ((lo = atomic_fetch_add_explicit(&job->next, job->slice, memory_order_relaxed)) <
+	    job->total_rows) {
+		hi = lo + job->slice < job->total_rows ? lo + job->slice : job->total_rows;
+		matmul_rows(job, lo, hi);
+	}
+}
+
+static void
 matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t ldx, int T)
 {
-	struct matmul_job job = { mv, n, x, ldx, T, 0 };
+	struct matmul_job job = { mv, n, x, ldx, T, 0, 0 };
 	int i;
 
+	atomic_init(&job.next, 0);
 	for (i = 0; i < n; i++)
 		job.total_rows += mv[i].w->rows;
+	/* about 8 claims a thread, in multiples of 24: whole tiles of 3, 4 or 8 rows */
+	job.slice = job.total_rows / (8 * pool_threads(m->pool)) / 24 * 24;
+	if (job.slice < 24)
+		job.slice = 24;
 	run(m, matmul_worker, &job, (long long)job.total_rows * mv[0].w->cols * T);
 }
 
