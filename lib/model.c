@@ -596,7 +596,7 @@ matmul_worker(void *arg, int ith, int nth)
 static void
 matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t ldx, int T)
 {
-	struct matmul_job job = { mv, n, x, ldx, T, 0, 0 };
+	struct matmul_job job = { .mv = mv, .n = n, .x = x, .ldx = ldx, .T = T };
 	int i;
 
 	atomic_init(&job.next, 0);
