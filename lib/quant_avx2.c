@@ -25,7 +25,7 @@ extern float quant_i8_table[256];
 #define LANES 8
 #define ROWS 3	/* 3 rows by 4 tokens: 12 accumulators, 3 weights and a token in the 16 registers */
 #define TOKS 4
-#define HALF_ROWS 4	/* f16 and bf16 decode: rows at a time (4: 8% faster than 8) */
+#define HALF_ROWS 4	/* f16 and bf16 decode: rows at a time (4: 8% faster than 8, 2: 5%) */
 #define BLOCK_BY_ROW 1	/* decode tiles multiply a row's block as they load it: 16 registers */
 #define PREFIX quant_avx2_
 #define ZERO() _mm256_setzero_ps()

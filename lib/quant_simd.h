@@ -178,7 +178,7 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 		 * decode: rows of 256 or more (a model's weights, read from memory)   \
 		 * in as few streams as their chains' latency allows: f32 one row at a  \
 		 * time (one chain still outruns the memory twice), f16 and bf16        \
-		 * HALF_ROWS (their conversion lengthens the chain); 10-17% faster than \
+		 * HALF_ROWS (their conversion lengthens the chain); 8-20% faster than  \
 		 * eight.  Other types eight rows at a time (q8_0 is slower with four   \
 		 * or two); attention's rows are short, in cache, and eight too.        \
 		 */                                                                      \
