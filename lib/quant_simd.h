@@ -30,6 +30,9 @@
 #define UNROLL
 #endif
 
+/* A batch's weights go in blocks of rows of about this many bytes (as f32), which stay in L2. */
+#define BLOCK_BYTES (128 * 1024)
+
 /* Four reductions into out[0..3]; a file may define a faster one with the same bits. */
 #ifndef REDUCE4
 #define REDUCE4(a, b, c, d, out) \
@@ -159,10 +162,17 @@ static void                                                                     
 CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int cols,      \
     const float *x, size_t ldx, int T, float *out, size_t ldo, int fetch)                \
 {                                                                                        \
-	int r = r0, t;                                                                   \
+	int r = r0, t, rr, end;                                                          \
+	/* a batch's f32 rows in blocks of BLOCK_BYTES, whole tiles */                   \
+	int block = (int)(BLOCK_BYTES / ((size_t)cols * 4)) / ROWS * ROWS;              \
                                                                                          \
+	if (block < ROWS)                                                                \
+		block = ROWS;                                                            \
 	if (T >= 2 * TOKS && !IS_F32_##TYPE) {                                           \
-		/* a batch: widen each row tile once, not once per token group */        \
+		/*                                                                       \
+		 * a batch: widen each row tile once, not once per token group (in     \
+		 * blocks of rows as the f32 weights below, no faster: 50-51 GMAC/s)    \
+		 */                                                                      \
 		float *tile = quant_scratch((size_t)ROWS * cols);                        \
 		for (; r + ROWS <= r1; r += ROWS) {                                      \
 			CAT(PREFIX, widen_##TYPE)(w + (size_t)r * row_bytes, row_bytes, ROWS, cols, tile); \
@@ -192,11 +202,18 @@ CAT(PREFIX, gemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int co
 			CAT(PREFIX, tile_##TYPE)(w + (size_t)r * row_bytes, row_bytes, 8,  \
 			    cols, x, ldx, 1, out + r, ldo, fetch);                       \
 	} else {                                                                         \
-		for (; r + ROWS <= r1; r += ROWS) {                                      \
-			const char *wr = w + (size_t)r * row_bytes;                      \
-			for (t = 0; t < T; t += TOKS) {                                  \
+		/*                                                                       \
+		 * a block of rows stays in L2 while every token group passes over     \
+		 * it, so x is read once a block, not once a tile: f32 products of 128  \
+		 * tokens 4-6% faster on AVX2, 2% on AVX-512.  The tiles are the same.  \
+		 */                                                                      \
+		for (; r + ROWS <= r1; r = end) {                                        \
+		    end = r1 - r < block ? r + (r1 - r) / ROWS * ROWS : r + block;       \
+		    for (t = 0; t < T; t += TOKS)                                        \
+			for (rr = r; rr < end; rr += ROWS) {                             \
+				const char *wr = w + (size_t)rr * row_bytes;             \
 				const float *xt = x + (size_t)t * ldx;                   \
-				float *ot = out + (size_t)t * ldo + r;                   \
+				float *ot = out + (size_t)t * ldo + rr;                  \
 				/* constant shapes, so the accumulators stay in registers */ \
 				switch (T - t < TOKS ? T - t : TOKS) {                   \
 				case 1: CAT(PREFIX, tile_##TYPE)(wr, row_bytes, ROWS, cols, xt, ldx, 1, ot, ldo, fetch && !t); break; \
