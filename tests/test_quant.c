@@ -132,7 +132,8 @@ reference_quantizers_round_trip(void)
 static void
 simd_kernels_match_the_scalar_kernel(void)
 {
-	enum { ROWS = 150, T = 75, MAXC = 576 };	/* T past 64: the batch's vector paths; rows past two blocks (BLOCK_BYTES) of f32 rows of 576 */
+	/* T past 64: the batch's vector paths; ROWS past two blocks of f32 rows (BLOCK_BYTES) */
+	enum { ROWS = 150, T = 75, MAXC = 576 };
 	static const int cols_list[] = { 512, 576, 96, 40, 13 };	/* whole chunks and tails */
 	int best = quant_isa(), isa, ti, ci, r, t, i;
 	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
