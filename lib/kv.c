@@ -28,7 +28,6 @@
  * everything above holds unit for unit.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -532,11 +531,13 @@ kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const floa
 	const float *rows[2] = { k, v };
 	int last = (pos + n - 1) / KV_GROUP * KV_GROUP, p;
 
-	for (int which = 0; which < 2; which++)
-		for (p = last > pos ? last : pos; kv->tail_type[which] == KV_F32 && kv->tail[which] &&
-		    rows[which] && p < pos + n; p++)
+	for (int which = 0; which < 2; which++) {
+		if (kv->tail_type[which] != KV_F32 || !kv->tail[which] || !rows[which])
+			continue;	/* no f32 ring: not an f16 store */
+		for (p = last > pos ? last : pos; p < pos + n; p++)
 			memcpy(kv_tail_row(kv, which, layer, p), rows[which] + (size_t)(p - pos) * ld,
 			    (size_t)kv->kv_dim * 4);
+	}
 	kv->tail_end[layer] = pos + n;
 }
 

@@ -417,6 +417,29 @@ cut_blocks(unsigned char *p, uint64_t dir, size_t len)
 }
 
 /*
+ * Resume a fresh cache from the file image p (its sum fixed first) with
+ * ids[0..n): the positions reused, or -1.  The file must open; what
+ * names it in the failure.
+ */
+static int
+resume_edited(unsigned char *p, size_t len, struct kv *kv, const int *ids, int n, const char *what)
+{
+	struct snapshot snap;
+	int reused;
+
+	fix_sum(p);
+	write_whole(snap_path, p, len);
+	new_cache(kv);
+	if (snapshot_open(&snap, snap_path) < 0) {
+		CHECK(0, "%s: %s", what, llm_err());
+		return -1;
+	}
+	reused = snapshot_resume(&snap, kv, ids, n);
+	snapshot_close(&snap);
+	return reused;
+}
+
+/*
  * A cache with f16 stores is a version 4 file: version 3's header with a
  * window of 0, and each f16 block ends with the f32 rows of the newest
  * group.  A version 2 file of f16 stores (no tails, as written before)
@@ -430,7 +453,6 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	float *want = xmalloc(MORE * V * sizeof(float)), *got = xmalloc(MORE * V * sizeof(float));
 	unsigned char *p, *q;
 	uint64_t dir4, dir2 = (128 + 4 * N + 7) / 8 * 8;
-	struct snapshot snap;
 	struct snap_meta meta;
 	struct kv kv;
 	int ids[MORE], reused;
@@ -485,12 +507,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	memcpy(q + dir2, p + dir4, 48 * (size_t)m.c.n_layers);
 	memcpy(q + get64(p + 104), p + get64(p + 104), len - get64(p + 104));	/* the blocks */
 	cut_blocks(q, dir2, rows);
-	fix_sum(q);
-	write_whole(snap_path, q, len);
-	new_cache(&kv);
-	CHECK(snapshot_open(&snap, snap_path) == 0, "%s", llm_err());
-	reused = snapshot_resume(&snap, &kv, ids, MORE);
-	snapshot_close(&snap);
+	reused = resume_edited(q, len, &kv, ids, MORE, "version 2");
 	CHECK(reused == N / KV_GROUP * KV_GROUP, "a version 2 f16 file reused %d: %s", reused, llm_err());
 	if (reused >= 0) {
 		run(&kv, ids, reused, MORE, got);
@@ -511,12 +528,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	dir4 = get64(p + 96);
 	put32(p + 8, 3);
 	cut_blocks(p, dir4, rows);
-	fix_sum(p);
-	write_whole(snap_path, p, len);
-	new_cache(&kv);
-	CHECK(snapshot_open(&snap, snap_path) == 0, "version 3: %s", llm_err());
-	reused = snapshot_resume(&snap, &kv, ids, MORE);
-	snapshot_close(&snap);
+	reused = resume_edited(p, len, &kv, ids, MORE, "version 3");
 	CHECK(reused < 0 && strstr(llm_err(), "snapshot format version 3"),
 	    "a windowed version 3 f16 file: reused %d: %s", reused, llm_err());
 	kv_free(&kv);
