@@ -286,10 +286,10 @@ main(int argc, char *argv[])
 	dense = 2ull * s.meta.n_layers * s.meta.max_ctx * s.meta.kv_dim * sizeof(float);
 	chan = xcalloc(s.meta.kv_dim, sizeof *chan);
 	row = xmalloc(s.meta.kv_dim * sizeof *row);
-	/* a whole group of positions, so that grouped keys count what they take */
+	/* a whole group of positions, so that grouped keys count what they take; n 0: no tail rows */
 	live_rows(&s);
-	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, (int)s.meta.kv_dim, KV_GROUP, KV_GROUP) +
-	    kv_block_bytes_of(s.meta.v_type, 1, (int)s.meta.kv_dim, KV_GROUP, KV_GROUP)) / KV_GROUP *
+	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, (int)s.meta.kv_dim, KV_GROUP, 0, KV_FORMAT) +
+	    kv_block_bytes_of(s.meta.v_type, 1, (int)s.meta.kv_dim, KV_GROUP, 0, KV_FORMAT)) / KV_GROUP *
 	    s.meta.n_layers;
 	if (s.meta.k_type == s.meta.v_type)
 		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));

@@ -112,10 +112,18 @@ kv_unit(const struct kv *kv, int which, int layer, int unit)
 	    ((size_t)layer * units(kv, which, kv->cap) + (size_t)unit) * unit_bytes(kv, which);
 }
 
+/* Bytes of a row of kv_dim elements of an f32, f16 or q8_0 tail. */
+static size_t
+tail_row_bytes_of(int tail_type, int kv_dim)
+{
+	return tail_type == KV_Q8_0 ? ((size_t)kv_dim + 31) / 32 * sizeof(struct block_q8_0) :
+	    (size_t)kv_dim * (tail_type == KV_F32 ? 4 : 2);
+}
+
 size_t
 kv_tail_row_bytes(const struct kv *kv, int which)
 {
-	return (size_t)kv->kv_dim * (kv->tail_type[which] == KV_F32 ? 4 : 2);
+	return tail_row_bytes_of(kv->tail_type[which], kv->kv_dim);
 }
 
 /* A tail ring's bytes, all layers. */
@@ -243,10 +251,11 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	kv->slots = max_ctx;
 	for (int which = 0; which < 2; which++) {
 		int type = which ? v_type : k_type;
-		if (!grouped(kv, which) && type != KV_F16)
+		if (!grouped(kv, which) && type != KV_F16 && type != KV_Q4_0)
 			continue;
-		kv->tail_type[which] = grouped(kv, which) ? KV_F16 : KV_F32;
-		kv->tail_rows[which] = grouped(kv, which) ? KV_TAIL : KV_GROUP;
+		kv->tail_type[which] = type == KV_Q4_0 ? KV_Q8_0 : type == KV_F16 ? KV_F32 : KV_F16;
+		kv->tail_rows[which] = type == KV_F16 ? KV_GROUP : KV_TAIL;
+		kv->tail_back[which] = type == KV_Q4_0 ? KV_BACK : 0;
 		/* mapped, not committed: only the pages of rows written become resident */
 		kv->tail[which] = mmap(NULL, tail_store_bytes(kv, which), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -259,6 +268,7 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	}
 	kv->scratch = xcalloc(nb * 32, sizeof(float));
 	kv->tail_end = xcalloc((size_t)n_layers, sizeof *kv->tail_end);
+	kv->ring_end = xcalloc((size_t)n_layers, sizeof *kv->ring_end);
 	kv->prealloc = prealloc;
 	if (reserve(kv) < 0) {
 		kv_free(kv);
@@ -300,12 +310,13 @@ unreserve(struct kv *kv)
 }
 
 int
-kv_window_shape(struct kv *kv, int k_type, int v_type, int f16_tails, int max_ctx, int sinks,
+kv_window_shape(struct kv *kv, int k_type, int v_type, int format, int max_ctx, int sinks,
     int window)
 {
 	/* a tail's group must never wrap in the ring */
 	int g = k_type == KV_Q8_0 || k_type == KV_Q4_0 ||
-	    (f16_tails && (k_type == KV_F16 || v_type == KV_F16)) ? KV_GROUP : 1;
+	    (format >= 4 && (k_type == KV_F16 || v_type == KV_F16)) ||
+	    (format >= 5 && v_type == KV_Q4_0) ? KV_GROUP : 1;
 
 	if (sinks < 0 || window < 1 || window > max_ctx - sinks) {
 		llm_seterr("%d sinks and a window of %d do not fit max_ctx %d", sinks, window,
@@ -333,8 +344,9 @@ kv_set_window(struct kv *kv, int sinks, int window)
 		llm_seterr("kv: a window is set on an empty cache");
 		return -1;
 	}
-	if (kv_window_shape(kv, kv->k_type, kv->v_type, 1, kv->max_ctx, sinks, window) < 0)
+	if (kv_window_shape(kv, kv->k_type, kv->v_type, KV_FORMAT, kv->max_ctx, sinks, window) < 0)
 		return -1;
+	kv->tail_back[0] = kv->tail_back[1] = 0;	/* see KV_BACK */
 	unreserve(kv);
 	return reserve(kv);
 }
@@ -350,7 +362,8 @@ kv_free(struct kv *kv)
 	kv->scratch = NULL;
 	kv->tail[0] = kv->tail[1] = NULL;
 	free(kv->tail_end);
-	kv->tail_end = NULL;
+	free(kv->ring_end);
+	kv->tail_end = kv->ring_end = NULL;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
@@ -456,7 +469,7 @@ encode_row(const struct kv *kv, int type, int rotated, const float *x, void *dst
 		quant_quantize_q4_0(tmp, dst, nb);
 }
 
-/* Quantize group g of layer's keys, channel by channel, from the ring. */
+/* Quantize group g of layer's keys, channel by channel, from the ring (f16 or q8_0 rows). */
 static void
 encode_group(struct kv *kv, int layer, int g)
 {
@@ -466,7 +479,7 @@ encode_group(struct kv *kv, int layer, int g)
 
 	for (c = 0; c < kv->kv_dim; c++) {
 		for (j = 0; j < KV_GROUP; j++)
-			col[j] = f16_to_f32(((uint16_t *)kv_tail_row(kv, 0, layer, g * KV_GROUP + j))[c]);
+			kv_tail_span(kv, 0, layer, g * KV_GROUP + j, c, 1, &col[j]);
 		if (kv->k_type == KV_Q8_0)
 			quant_quantize_q8_0(col, (struct block_q8_0 *)dst + c, 1);
 		else
@@ -483,25 +496,28 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	if (kv_grow_to(kv, pos + n) < 0)
 		return -1;
 	/*
-	 * The ring must hold the earlier rows of pos's group, and a batch of
-	 * grouped keys, written to it now, must not overwrite them.
+	 * The ring must hold the earlier rows pos's queries read, and a
+	 * batch written to it now (a ring that is not f32) must not
+	 * overwrite them.
 	 */
-	if (!kv_tail_holds(kv, which, layer, pos / KV_GROUP * KV_GROUP, pos) ||
-	    (grouped(kv, which) && n > KV_TAIL - KV_GROUP)) {
+	if (!kv_tail_holds(kv, which, layer, kv_tail_from(kv, which, pos), pos) ||
+	    (kv->tail[which] && kv->tail_type[which] != KV_F32 && n > kv_put_max(kv))) {
 		llm_seterr("kv: a %s cache cannot rewrite position %d after %d", kv_type_name(type),
 		    pos, kv->written);
 		return -1;
 	}
-	if (!grouped(kv, which)) {
+	if (!grouped(kv, which))
 		for (i = 0; i < n; i++)
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
 			    kv_unit(kv, which, layer, kv_slot(kv, pos + i)));
-	} else {
-		for (i = 0; i < n; i++) {
-			uint16_t *t = kv_tail_row(kv, 0, layer, pos + i);
-			for (int d = 0; d < kv->kv_dim; d++)
-				t[d] = f32_to_f16(rows[(size_t)i * ld + d]);
-		}
+	if (kv->tail[which] && kv->tail_type[which] != KV_F32) {
+		for (i = 0; i < n; i++)
+			encode_row(kv, kv->tail_type[which], rotated, rows + (size_t)i * ld,
+			    kv_tail_row(kv, which, layer, pos + i));
+		if (pos + n > kv->ring_end[layer])
+			kv->ring_end[layer] = pos + n;
+	}
+	if (grouped(kv, which)) {
 		/* The groups this write completes are quantized now, before attention reads them. */
 		for (g = pos / KV_GROUP; g < (pos + n) / KV_GROUP; g++)
 			encode_group(kv, layer, g);
@@ -546,8 +562,8 @@ kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1)
 {
 	if (!kv->tail[which] || p0 == p1)
 		return 1;
-	if (grouped(kv, which))	/* written now: the newest KV_TAIL */
-		return p0 >= kv->written - kv->tail_rows[which];
+	if (kv->tail_type[which] != KV_F32)	/* written with the store: the layer's newest KV_TAIL */
+		return p0 >= kv->ring_end[layer] - kv->tail_rows[which];
 	/* f16 stores: the group kv_put_tail put last, as far as it went */
 	return p0 == (kv->tail_end[layer] - 1) / KV_GROUP * KV_GROUP && p1 <= kv->tail_end[layer];
 }
@@ -563,6 +579,16 @@ decode_span(int type, const void *row, int e0, int n, float *out)
 	const struct block_q4_0 *q4 = row;
 	int e, j;
 
+	if (type == KV_Q8_0) {	/* a scale a block: the tails of q4_0 stores are read this way */
+		for (e = e0; e < e0 + n; ) {
+			const struct block_q8_0 *b = &q8[e / 32];
+			float d = f16_to_f32(b->d);
+			int end = (e / 32 + 1) * 32 < e0 + n ? (e / 32 + 1) * 32 : e0 + n;
+			for (; e < end; e++)
+				out[e - e0] = d * b->qs[e % 32];
+		}
+		return;
+	}
 	for (e = e0; e < e0 + n; e++) {
 		switch (type) {
 		case KV_F32:
@@ -570,9 +596,6 @@ decode_span(int type, const void *row, int e0, int n, float *out)
 			break;
 		case KV_F16:
 			out[e - e0] = f16_to_f32(h[e]);
-			break;
-		case KV_Q8_0:
-			out[e - e0] = f16_to_f32(q8[e / 32].d) * q8[e / 32].qs[e % 32];
 			break;
 		case KV_Q4_0:
 			j = e % 32;
@@ -601,11 +624,10 @@ decode_group(int type, const void *group, int j, int c0, int n, float *out)
 			    f16_to_f32(q4[c].m);
 }
 
-static void
-decode_tail(const uint16_t *row, int c0, int n, float *out)
+void
+kv_tail_span(const struct kv *kv, int which, int layer, int pos, int c0, int n, float *out)
 {
-	for (int c = 0; c < n; c++)
-		out[c] = f16_to_f32(row[c0 + c]);
+	decode_span(kv->tail_type[which], kv_tail_row(kv, which, layer, pos), c0, n, out);
 }
 
 void
@@ -632,7 +654,7 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 	else if (pos < kv->groups * KV_GROUP)
 		decode_group(kv->k_type, kv_unit(kv, 0, layer, s / KV_GROUP), s % KV_GROUP, c0, n, out);
 	else
-		decode_tail(kv_tail_row(kv, 0, layer, pos), c0, n, out);
+		kv_tail_span(kv, 0, layer, pos, c0, n, out);
 }
 
 int
@@ -647,20 +669,41 @@ kv_slot_pos(const struct kv *kv, int pos, int s)
 	return pos - (top - s + kv->ring_slots) % kv->ring_slots;
 }
 
+/* The type of the tail rows a block holds, if any. */
+static int
+file_tail_type(int type, int format)
+{
+	if (type == KV_Q4_0 && format >= 5)
+		return KV_Q8_0;
+	return type == KV_F16 ? KV_F32 : KV_F16;
+}
+
+int
+kv_file_tail(int type, int which, int n, int format)
+{
+	if (type == KV_Q4_0 && format >= 5)
+		return n < KV_TAIL ? n : KV_TAIL;
+	if ((which == 0 && (type == KV_Q8_0 || type == KV_Q4_0)) || (type == KV_F16 && format >= 4))
+		return n % KV_GROUP;
+	return 0;
+}
+
 void
 kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
-    int tail_slot, int r, float *out)
+    int tail_slot, int r, int format, float *out)
 {
 	size_t nb = ((size_t)kv_dim + 31) / 32, row, group;
+	int tail = kv_file_tail(type, which, n, format);
 
 	if (which == 0 && (type == KV_Q8_0 || type == KV_Q4_0)) {
-		/* the groups of the rows, then the f16 rows of the incomplete group */
+		/* the groups of the rows, then the tail rows, the incomplete group's the last */
 		group = (size_t)kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
 		    sizeof(struct block_q4_1));
+		row = tail_row_bytes_of(file_tail_type(type, format), kv_dim);
 		if (r >= tail_slot && r < tail_slot + n % KV_GROUP)
-			decode_tail((const uint16_t *)((const char *)block +
-			    (size_t)(rows / KV_GROUP) * group) + (size_t)(r - tail_slot) * kv_dim,
-			    0, kv_dim, out);
+			decode_span(file_tail_type(type, format), (const char *)block +
+			    (size_t)(rows / KV_GROUP) * group +
+			    (size_t)(tail - n % KV_GROUP + r - tail_slot) * row, 0, kv_dim, out);
 		else
 			decode_group(type, (const char *)block + (size_t)(r / KV_GROUP) * group,
 			    r % KV_GROUP, 0, kv_dim, out);
@@ -691,6 +734,7 @@ kv_clear(struct kv *kv)
 	kv->written = 0;
 	kv->groups = 0;
 	memset(kv->tail_end, 0, (size_t)kv->n_layers * sizeof *kv->tail_end);
+	memset(kv->ring_end, 0, (size_t)kv->n_layers * sizeof *kv->ring_end);
 }
 
 double
@@ -758,19 +802,21 @@ kv_resident_bytes(const struct kv *kv)
 }
 
 size_t
-kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n)
+kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n, int format)
 {
-	size_t nb = ((size_t)kv_dim + 31) / 32;
+	size_t nb = ((size_t)kv_dim + 31) / 32, main;
+	size_t tail = (size_t)kv_file_tail(type, which, n, format) *
+	    tail_row_bytes_of(file_tail_type(type, format), kv_dim);
 
-	switch (type) {
-	case KV_F32: return (size_t)rows * kv_dim * 4;
-	case KV_F16: return (size_t)rows * kv_dim * 2 + (size_t)(n % KV_GROUP) * kv_dim * 4;
-	}
-	if (which)
-		return (size_t)rows * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
+	if (type == KV_F32 || type == KV_F16)
+		main = (size_t)rows * kv_dim * (type == KV_F32 ? 4 : 2);
+	else if (which)
+		main = (size_t)rows * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
 		    sizeof(struct block_q4_0));
-	return (size_t)(rows / KV_GROUP) * kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
-	    sizeof(struct block_q4_1)) + (size_t)(n % KV_GROUP) * kv_dim * sizeof(uint16_t);
+	else
+		main = (size_t)(rows / KV_GROUP) * kv_dim * (type == KV_Q8_0 ?
+		    sizeof(struct block_q8_0) : sizeof(struct block_q4_1));
+	return main + tail;
 }
 
 int
@@ -782,7 +828,8 @@ kv_rows(const struct kv *kv, int n)
 size_t
 kv_block_bytes(const struct kv *kv, int which, int n)
 {
-	return kv_block_bytes_of(which ? kv->v_type : kv->k_type, which, kv->kv_dim, kv_rows(kv, n), n);
+	return kv_block_bytes_of(which ? kv->v_type : kv->k_type, which, kv->kv_dim, kv_rows(kv, n), n,
+	    KV_FORMAT);
 }
 
 int

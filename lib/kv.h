@@ -37,7 +37,23 @@
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32
-#define KV_TAIL 160	/* grouped keys' f16 ring: a group and a batch of 128 (MODEL_BATCH) */
+#define KV_TAIL 160	/* the rings of grouped keys and q4_0 stores: a group and a batch of 128 (MODEL_BATCH) */
+
+/*
+ * q4_0 stores (keys or values) keep a wider tail: every row also goes
+ * to a ring of KV_TAIL rows in q8_0 (values rotated as in the store),
+ * and a query reads from it the rows of its own group and of the
+ * KV_BACK positions before that; older ones come from the q4_0 store.
+ * Reading the own group alone moved log-probabilities by 0.50 on the
+ * benchmark's stream, the 96 before it too by 0.28 (a simulation; see
+ * PERFORMANCE.md).  The ring then takes a batch of KV_TAIL - KV_GROUP -
+ * KV_BACK positions at a time (kv_put_max).  A windowed cache reads its
+ * own group alone (its slots of 128 positions could wrap).
+ */
+#define KV_BACK 96
+
+/* The snapshot format whose block layout this build's caches have (llm-kv(5)). */
+#define KV_FORMAT 5
 
 /*
  * f16 stores (keys or values) keep an exact tail too: every row goes to
@@ -82,9 +98,11 @@ struct kv {
 	int v_rotated;
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
 	void *tail[2];		/* K's and V's newest rows, [layer][tail_rows][kv_dim] of tail_type, a ring; or NULL */
-	int tail_type[2];	/* KV_F16 for grouped keys, KV_F32 for f16 stores */
-	int tail_rows[2];	/* KV_TAIL for grouped keys, KV_GROUP for f16 stores */
+	int tail_type[2];	/* KV_F16 for q8_0 keys, KV_Q8_0 for q4_0 stores, KV_F32 for f16 stores */
+	int tail_rows[2];	/* KV_TAIL, or KV_GROUP for f16 stores */
+	int tail_back[2];	/* positions before a query's own group it reads from the tail: KV_BACK or 0 */
 	int *tail_end;		/* f16 stores, by layer: 1 + the newest position kv_put_tail has put */
+	int *ring_end;		/* rings written with the store, by layer: 1 + the newest position put */
 	int groups;		/* grouped keys: the groups quantized, all the complete ones */
 	float *scratch;		/* one row, padded to whole blocks, for quantizing */
 
@@ -120,6 +138,24 @@ void kv_free(struct kv *kv);
  * window must not exceed max_ctx.  0, or -1 with llm_err().
  */
 int kv_set_window(struct kv *kv, int sinks, int window);
+
+/* The first position a query at pos reads from the tail of K (which 0) or V. */
+static inline int
+kv_tail_from(const struct kv *kv, int which, int pos)
+{
+	int p = pos / KV_GROUP * KV_GROUP - kv->tail_back[which];
+
+	return p > 0 ? p : 0;
+}
+
+/* The most positions kv_put_k and kv_put_v take at once. */
+static inline int
+kv_put_max(const struct kv *kv)
+{
+	int back = kv->tail_back[0] > kv->tail_back[1] ? kv->tail_back[0] : kv->tail_back[1];
+
+	return KV_TAIL - KV_GROUP - back;
+}
 
 /* The slot that holds position pos: the layout's "pos" (founding design). */
 static inline int
@@ -165,10 +201,10 @@ float *kv_v_write(struct kv *kv, int layer, int pos);
 /*
  * The write accessor of every type: n rows of kv_dim floats, ld apart,
  * for positions pos..pos+n-1, converted to the store's type.  Keys come
- * after RoPE.  Grows the store; 0 or -1 (llm_err()).  Grouped keys take
- * at most KV_TAIL - KV_GROUP positions at once; f16 stores want
- * kv_put_tail once the batch has been attended to.  A position whose
- * group's earlier rows have left the ring cannot be written again.
+ * after RoPE.  Grows the store; 0 or -1 (llm_err()).  They take at most
+ * kv_put_max positions at once; f16 stores want kv_put_tail once the
+ * batch has been attended to.  A position whose queries' earlier tail
+ * rows have left the ring cannot be written again.
  */
 int kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
 int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
@@ -179,7 +215,7 @@ int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t
  */
 void kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const float *v,
     size_t ld);
-/* Whether layer's tail ring holds the exact rows of positions [p0, p1), p0 a group's start. */
+/* Whether layer's tail ring holds the rows of positions [p0, p1) (f16 stores: p0 a group's start). */
 int kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1);
 
 /* Read accessors of f32 stores: never grow; pos must be below cap.  Inline: attention calls them per row. */
@@ -221,13 +257,19 @@ size_t kv_resident_bytes(const struct kv *kv);
  * first kv_rows(kv, n) slots after n positions.  Row stores hold those
  * rows, from kv_unit(kv, which, layer, 0) on; grouped keys hold the
  * rows / KV_GROUP groups from there.  A store with a tail then holds
- * the tail rows (f16 for grouped keys, f32 for f16 stores) of the n %
- * KV_GROUP positions of the incomplete group, each at kv_tail_row().
- * Without a window, rows = n and slot = position.
+ * its tail rows (kv_file_tail): for q8_0 keys the f16 rows and for f16
+ * stores the f32 rows of the n % KV_GROUP positions of the incomplete
+ * group, for q4_0 stores the q8_0 rows of the min(n, KV_TAIL) newest
+ * positions, oldest first.  Without a window, rows = n and slot =
+ * position.  format: the snapshot format version whose layout a block
+ * has (KV_FORMAT for a live cache): f16 stores have had tails since
+ * version 4, q4_0 stores since version 5.
  */
 int kv_rows(const struct kv *kv, int n);
+/* The positions whose tail rows a block of n positions holds: [n - count, n). */
+int kv_file_tail(int type, int which, int n, int format);
 size_t kv_block_bytes(const struct kv *kv, int which, int n);
-size_t kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n);
+size_t kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n, int format);
 /* The Hadamard block of values of the type: a power of two dividing head_dim, at most 32; 0 if not rotated. */
 int kv_rot_of(int v_type, int head_dim);
 /*
@@ -236,19 +278,21 @@ int kv_rot_of(int v_type, int head_dim);
  * of the incomplete group's first position (grouped keys).
  */
 void kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
-    int tail_slot, int r, float *out);
+    int tail_slot, int r, int format, float *out);
 /*
  * The window of a cache of k_type keys and v_type values, in a struct kv
  * that has no stores (for readers of files): sets sinks, window and the
- * slots.  f16_tails: whether f16 stores keep a tail (they do; files
- * before format version 4 had none).  0, or -1 with llm_err() if the
- * window does not fit max_ctx or the groups.
+ * slots.  format: as for blocks (a store with a tail keeps its groups
+ * whole in the ring).  0, or -1 with llm_err() if the window does not
+ * fit max_ctx or the groups.
  */
-int kv_window_shape(struct kv *kv, int k_type, int v_type, int f16_tails, int max_ctx, int sinks,
+int kv_window_shape(struct kv *kv, int k_type, int v_type, int format, int max_ctx, int sinks,
     int window);
 void *kv_unit(const struct kv *kv, int which, int layer, int unit);
 /* The tail ring's row of pos, in K (which 0) or V; kv_dim elements of tail_type[which]. */
 void *kv_tail_row(const struct kv *kv, int which, int layer, int pos);
 size_t kv_tail_row_bytes(const struct kv *kv, int which);
+/* Elements [c0, c0 + n) of the tail ring's row of pos, as stored (values rotated). */
+void kv_tail_span(const struct kv *kv, int which, int layer, int pos, int c0, int n, float *out);
 
 #endif

@@ -676,10 +676,25 @@ struct attn_job {
 	const struct kv *kv;
 	int layer, pos, n;	/* tokens at positions pos..pos+n-1 */
 	int row;		/* the first token's row in the batch */
+	float *keys;		/* a thread's: the q8_0 tail keys a query reads, widened (tile_keys) */
 };
 
 /* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
 #define ATTN_TILE 16
+
+/* A thread's part of m->tile: a tile's queries, its outputs, then KV_TAIL keys of a head. */
+static size_t
+tile_floats(const struct model_config *c)
+{
+	return (size_t)(2 * ATTN_TILE * (c->n_heads / c->n_kv_heads) + KV_TAIL) * c->head_dim;
+}
+
+/* Where thread ith's part of m->tile keeps the widened keys. */
+static float *
+tile_keys(const struct model *m, int ith)
+{
+	return m->tile + (size_t)ith * tile_floats(&m->c) + tile_floats(&m->c) - (size_t)KV_TAIL * m->c.head_dim;
+}
 
 /* Where KV head kvh's keys start in a layer: its part of the first row, or of the first group. */
 static const char *
@@ -696,19 +711,36 @@ complete_groups(const struct kv *kv, int pos)
 	return pos / KV_GROUP < kv->slots / KV_GROUP ? pos / KV_GROUP : kv->slots / KV_GROUP;
 }
 
-/* The ggml type of a tail ring's rows. */
+/*
+ * Whether keys of a q8_0 ring are read in place: a head of whole blocks.
+ * Others (heads of 8, say) are widened to f32 first.
+ */
+static int
+keys_in_place(const struct kv *kv)
+{
+	return kv->head_dim % 32 == 0;
+}
+
+/* The ggml type of the rows exact_rows gives for keys. */
 static uint32_t
 tail_type(const struct kv *kv, int which)
 {
-	return kv->tail_type[which] == KV_F32 ? GGML_F32 : GGML_F16;
+	switch (kv->tail_type[which]) {
+	case KV_F16: return GGML_F16;
+	case KV_Q8_0: return keys_in_place(kv) ? GGML_Q8_0 : GGML_F32;
+	}
+	return GGML_F32;
 }
 
 /*
- * The exact rows of K (which 0) or V from position p of a query's own
- * group on, KV head kvh's part, and how far apart (*ld): from the tail
- * ring, or for an f16 store from the batch's own f32 buffer once p is in
- * the batch.  *end: where they stop being contiguous (the batch's start,
- * if p is before it), at most end.
+ * The tail rows of K (which 0) or V from position p on, KV head kvh's
+ * part, and how far apart (*ld): from the tail ring, or for an f16
+ * store from the batch's own f32 buffer once p is in the batch.  Keys
+ * of a q8_0 ring whose heads are not whole blocks come widened to f32 in
+ * job->keys; values of one are the ring's whole rows (the caller picks
+ * the head's elements).  *end: where
+ * they stop being contiguous (the batch's start, if p is before it, or
+ * where the ring wraps), at most end.
  */
 static const char *
 exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_t *ld)
@@ -716,6 +748,7 @@ exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size
 	const struct model *m = job->m;
 	const struct kv *kv = job->kv;
 	size_t dim = (size_t)m->c.kv_dim, col = (size_t)kvh * m->c.head_dim;
+	int hd = m->c.head_dim, wrap = (p / kv->tail_rows[which] + 1) * kv->tail_rows[which];
 
 	if (kv->tail_type[which] == KV_F32 && p >= job->pos) {
 		*ld = dim * 4;
@@ -723,24 +756,35 @@ exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size
 	}
 	if (kv->tail_type[which] == KV_F32 && *end > job->pos)
 		*end = job->pos;
+	if (*end > wrap)
+		*end = wrap;
 	*ld = kv_tail_row_bytes(kv, which);
-	return (const char *)kv_tail_row(kv, which, job->layer, p) + col * (*ld / dim);
+	if (kv->tail_type[which] != KV_Q8_0)
+		return (const char *)kv_tail_row(kv, which, job->layer, p) + col * (*ld / dim);
+	if (which || keys_in_place(kv))
+		return (const char *)kv_tail_row(kv, which, job->layer, p) +
+		    (which ? 0 : col / 32 * sizeof(struct block_q8_0));
+	for (int r = p; r < *end; r++)
+		kv_tail_span(kv, 0, job->layer, r, (int)col, hd, job->keys + (size_t)(r - p) * hd);
+	*ld = (size_t)hd * 4;
+	return (const char *)job->keys;
 }
 
 /*
  * Keys with a tail (grouped, or f16): scores of heads queries (head_dim
- * apart) at pos against the exact rows of its own group, into att
- * (att_cap apart) at their slots.  A group's rows never wrap in the
- * window's ring, which is whole groups long; in a ring that has wrapped
- * they take the slots of an older group, so they are scored after the
- * store, whose scores they replace.
+ * apart) at pos against the tail rows it reads (those of its own group,
+ * or for q4_0 keys from KV_BACK positions before it), into att (att_cap
+ * apart) at their slots, replacing the store's.  A group's rows never
+ * wrap in the window's ring, which is whole groups long; in a ring that
+ * has wrapped they take the slots of an older group, so they are scored
+ * after the store.
  */
 static void
 tail_scores(const struct attn_job *job, int kvh, int pos, const float *q, int heads, float *att)
 {
 	const struct model *m = job->m;
 	const struct kv *kv = job->kv;
-	int hd = m->c.head_dim, r0 = pos / KV_GROUP * KV_GROUP, p, end;
+	int hd = m->c.head_dim, r0 = kv_tail_from(kv, 0, pos), p, end;
 	size_t ld;
 	const char *rows;
 
@@ -832,8 +876,8 @@ attention_window(const struct model *m, const struct kv *kv, int layer, int kvh,
 /*
  * One stretch of the value chains of queries [a, b) of att (att_cap
  * apart): slots [s, e), dimensions [d0, d0 + w) of KV head kvh, into out
- * (ldo apart).  From the store, or if tail from the exact rows of the
- * group from position r0 on, which fill the slots from kv_slot(r0) on.
+ * (ldo apart).  From the store, or if tail from the tail rows from
+ * position r0 on, which fill the slots from kv_slot(r0) on.
  * acc: carry on chains begun in out; an empty stretch does nothing.
  */
 static void
@@ -849,10 +893,15 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 		return;
 	att += (size_t)a * ld;
 	out += (size_t)a * ldo;
-	while (tail && s < e) {	/* f32 rows: the tails of f16 values */
+	while (tail && s < e) {	/* f32 rows of f16 values, or q8_0 rows of q4_0 ones */
 		int p = r0 + s - kv_slot(kv, r0), end = p + e - s;
-		const float *rows = (const float *)exact_rows(job, 1, kvh, p, &end, &lr) + d0;
-		quant_attn_values(end - p, b - a, att + s, ld, rows, lr / 4, w, out, ldo, acc);
+		const char *rows = exact_rows(job, 1, kvh, p, &end, &lr);
+		if (kv->tail_type[1] == KV_Q8_0)
+			quant_row_values(GGML_Q8_0, end - p, b - a, att + s, ld, rows, lr, col, w,
+			    out, ldo, acc);
+		else
+			quant_attn_values(end - p, b - a, att + s, ld, (const float *)rows + d0, lr / 4,
+			    w, out, ldo, acc);
 		s += end - p;
 		acc = 1;
 	}
@@ -869,9 +918,9 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 }
 
 /*
- * Values with a tail: after the store's slots before the own group's
- * (shared by the queries [a, b), all of one group), the tail rows of
- * each query's own group, all queries to the first one's last position,
+ * Values with a tail: after the store's slots before the tail rows
+ * (shared by the queries [a, b), all of one group), the tail rows each
+ * query reads, all queries to the first one's last position,
  * then those that go further carry on; then, in a window's ring that has
  * wrapped, each query's store slots after them.  acc: as value_span.
  */
@@ -880,7 +929,7 @@ tail_values(const struct attn_job *job, int kvh, int d0, int w, int first, int g
     const float *att, int a, int b, float *out, size_t ldo)
 {
 	const struct kv *kv = job->kv;
-	int r0 = (first + a / group) / KV_GROUP * KV_GROUP, s0 = kv_slot(kv, r0), done = s0, h, end;
+	int r0 = kv_tail_from(kv, 1, first + a / group), s0 = kv_slot(kv, r0), done = s0, h, end;
 
 	value_span(job, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
 	for (h = a; h < b; ) {
@@ -932,7 +981,8 @@ attention_values(const struct attn_job *job, int kvh, int first, int group, cons
 static void
 attention_worker(void *arg, int ith, int nth)
 {
-	const struct attn_job *job = arg;
+	struct attn_job own = *(const struct attn_job *)arg;
+	const struct attn_job *job = &own;
 	struct model *m = job->m;
 	const struct model_config *c = &m->c;
 	int group = c->n_heads / c->n_kv_heads;	/* query heads per KV head */
@@ -940,8 +990,10 @@ attention_worker(void *arg, int ith, int nth)
 	int tiles = (job->n + ATTN_TILE - 1) / ATTN_TILE;
 	float scale = 1.0f / sqrtf((float)hd);
 	float *att = m->att + (size_t)ith * ATTN_TILE * group * m->att_cap;
-	float *qt = m->tile + (size_t)ith * 2 * ATTN_TILE * group * hd, *ot = qt + ATTN_TILE * group * hd;
+	float *qt = m->tile + (size_t)ith * tile_floats(c), *ot = qt + ATTN_TILE * group * hd;
 	int work, i, g, nq;
+
+	own.keys = tile_keys(m, ith);
 
 	for (work = ith; work < tiles * c->n_kv_heads; work += nth) {
 		int kvh = work % c->n_kv_heads, i0 = work / c->n_kv_heads * ATTN_TILE;
@@ -1015,11 +1067,14 @@ split_scores(void *arg, int ith, int nth)
 static void
 split_softmax(void *arg, int ith, int nth)
 {
-	const struct attn_job *job = arg;
+	struct attn_job own = *(const struct attn_job *)arg;
+	const struct attn_job *job = &own;
 	struct model *m = job->m;
 	const struct model_config *c = &m->c;
 	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, h;
-	float *scratch = m->tile + (size_t)ith * 2 * ATTN_TILE * group * hd;
+	float *scratch = m->tile + (size_t)ith * tile_floats(c);
+
+	own.keys = tile_keys(m, ith);
 
 	for (h = ith; h < c->n_heads; h += nth) {
 		const struct kv *kv = job->kv;
@@ -1071,7 +1126,7 @@ attention(struct model *m, struct attn_job *job)
 	run(m, attention_worker, job, job->n * seen * c->n_heads * c->head_dim);
 }
 
-/* A batch's grouped keys wait in the cache's f16 ring until their group is whole. */
+/* A batch's grouped keys wait in the cache's ring until their group is whole. */
 _Static_assert(KV_TAIL - KV_GROUP >= MODEL_BATCH, "KV_TAIL holds a group and a batch");
 
 /*
@@ -1085,7 +1140,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 {
 	const struct model_config *c = &m->c;
 	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim;
-	int nth = pool_threads(m->pool), l, i, j, seen, one_by_one;
+	int nth = pool_threads(m->pool), l, i, j, seen, one_by_one, step;
 	struct attn_job aj;
 	float *k, *v;
 
@@ -1114,8 +1169,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		free(m->tile);
 		m->att = xmalloc((size_t)nth * ATTN_TILE * (c->n_heads / c->n_kv_heads) * cap *
 		    sizeof(float));
-		m->tile = xmalloc((size_t)nth * 2 * ATTN_TILE * (c->n_heads / c->n_kv_heads) *
-		    c->head_dim * sizeof(float));
+		m->tile = xmalloc((size_t)nth * tile_floats(c) * sizeof(float));
 		m->att_cap = cap;
 		m->att_threads = nth;
 	}
@@ -1127,6 +1181,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 	 * earlier tokens read: its tokens then write and attend one by one.
 	 */
 	one_by_one = kv->window && pos + n > kv->slots;
+	step = one_by_one ? 1 : kv_put_max(kv) < n ? kv_put_max(kv) : n;
 
 	/* the batch's RoPE angles, for every layer */
 	for (i = 0; i < n; i++)
@@ -1159,12 +1214,13 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			rope_by(m, m->q + (size_t)i * Q, c->n_heads, m->rope_cs + (size_t)i * c->rope_dim);
 			rope_by(m, k + (size_t)i * KV, c->n_kv_heads, m->rope_cs + (size_t)i * c->rope_dim);
 		}
-		for (i = 0; i < (one_by_one ? n : 1); i++) {
-			int p = pos + i, b = one_by_one ? 1 : n;
+		/* a window's wrapping batch one by one; q4_0 stores' rings take kv_put_max at once */
+		for (i = 0; i < n; i += step) {
+			int p = pos + i, b = n - i < step ? n - i : step;
 			if ((k == m->kbuf && kv_put_k(kv, l, p, b, k + (size_t)i * KV, KV) < 0) ||
 			    (v == m->vbuf && kv_put_v(kv, l, p, b, v + (size_t)i * KV, KV) < 0))
 				goto fail;
-			aj = (struct attn_job){ m, kv, l, p, b, i };
+			aj = (struct attn_job){ m, kv, l, p, b, i, NULL };
 			attention(m, &aj);
 			kv_put_tail(kv, l, p, b, k == m->kbuf ? k + (size_t)i * KV : NULL,
 			    v == m->vbuf ? v + (size_t)i * KV : NULL, KV);

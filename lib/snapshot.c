@@ -125,6 +125,13 @@ write_zeros(int fd, size_t n)
 	return 0;
 }
 
+/* The tail rows a block of the cache's n positions holds (kv.h). */
+static int
+file_tail(const struct kv *kv, int which, int n)
+{
+	return kv_file_tail(which ? kv->v_type : kv->k_type, which, n, KV_FORMAT);
+}
+
 /* The bytes of a block before its tail rows: rows rows, or their groups. */
 static size_t
 main_bytes(const struct kv *kv, int which, int rows)
@@ -142,16 +149,16 @@ static const void *
 block_of(const struct kv *kv, int layer, int which, int n, void **buf)
 {
 	size_t main = main_bytes(kv, which, kv_rows(kv, n)), row = kv_tail_row_bytes(kv, which);
+	int first = n - file_tail(kv, which, n), pos;
 	char *p;
-	int pos;
 
 	*buf = NULL;
 	if (!kv->tail[which])
 		return kv_unit(kv, which, layer, 0);
 	p = *buf = xmalloc(kv_block_bytes(kv, which, n) + 1);
 	memcpy(p, kv_unit(kv, which, layer, 0), main);
-	for (pos = n / KV_GROUP * KV_GROUP; pos < n; pos++)
-		memcpy(p + main + (size_t)(pos % KV_GROUP) * row, kv_tail_row(kv, which, layer, pos), row);
+	for (pos = first; pos < n; pos++)
+		memcpy(p + main + (size_t)(pos - first) * row, kv_tail_row(kv, which, layer, pos), row);
 	return p;
 }
 
@@ -163,10 +170,13 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	 * An f32 cache is a version 1 file, as before the types: old readers
 	 * still read it.  A windowed cache is version 3: a longer header, and
 	 * the position of each row.  A cache with f16 stores is version 4,
-	 * version 3's layout (window 0: none) with their tails.
+	 * version 3's layout (window 0: none) with their tails; one with q4_0
+	 * stores is version 5, version 4's with their q8_0 rings.
 	 */
 	int f16 = kv->k_type == KV_F16 || kv->v_type == KV_F16;
-	uint32_t version = f16 ? 4 : kv->window ? 3 : kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2;
+	int q4 = kv->k_type == KV_Q4_0 || kv->v_type == KV_Q4_0;
+	uint32_t version = q4 ? 5 : f16 ? 4 : kv->window ? 3 :
+	    kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2;
 	uint32_t header = version >= 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE;
 	uint32_t rows = (uint32_t)kv_rows(kv, n_pos);
 	uint64_t pos_offset = align_up(header + 4ull * n_pos, 8);
@@ -189,13 +199,14 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		return -1;
 	}
 	for (i = 0; i < kv->n_layers; i++)
-		if (!kv_tail_holds(kv, 0, i, n_pos / KV_GROUP * KV_GROUP, n_pos) ||
-		    !kv_tail_holds(kv, 1, i, n_pos / KV_GROUP * KV_GROUP, n_pos)) {
-			llm_seterr("snapshot: the exact rows of positions %d to %d are no longer in the "
-			    "cache's tail (%d written)", n_pos / KV_GROUP * KV_GROUP, n_pos - 1, kv->written);
-			free(copy), free(dir);
-			return -1;
-		}
+		for (w = 0; w < 2; w++)
+			if (!kv_tail_holds(kv, w, i, n_pos - file_tail(kv, w, n_pos), n_pos)) {
+				llm_seterr("snapshot: the tail rows of positions %d to %d are no longer in "
+				    "the cache (%d written)", n_pos - file_tail(kv, w, n_pos), n_pos - 1,
+				    kv->written);
+				free(copy), free(dir);
+				return -1;
+			}
 	for (w = 0; w < 2; w++) {
 		block[w] = kv_block_bytes(kv, w, n_pos);
 		stride[w] = align_up(block[w], SNAP_ALIGN);
@@ -406,14 +417,14 @@ snapshot_open(struct snapshot *s, const char *path)
 		s->meta.window = get32(h + 132);
 		s->n_rows = get32(h + 136);
 	}
-	/* version 4: a window of 0 is none */
-	if (s->version == 4 && !s->meta.window && s->meta.sinks) {
+	/* versions 4 and 5: a window of 0 is none */
+	if (s->version >= 4 && !s->meta.window && s->meta.sinks) {
 		snprintf(msg, sizeof msg, "bad window: %u sinks without a window", s->meta.sinks);
 		return bad(s, msg);
 	}
 	if (s->version == 3 || s->meta.window) {
 		if (s->meta.sinks > KV_MAX_CTX || s->meta.window > KV_MAX_CTX ||
-		    kv_window_shape(&shape, s->meta.k_type, s->meta.v_type, s->version >= 4,
+		    kv_window_shape(&shape, s->meta.k_type, s->meta.v_type, (int)s->version,
 		    (int)s->meta.max_ctx, (int)s->meta.sinks, (int)s->meta.window) < 0) {
 			snprintf(msg, sizeof msg, "bad window: %s", llm_err());
 			return bad(s, msg);
@@ -471,9 +482,8 @@ snapshot_open(struct snapshot *s, const char *path)
 
 	for (l = 0; l < 2; l++) {
 		int type = l ? s->meta.v_type : s->meta.k_type;
-		/* f16 stores have had tails since version 4 */
-		block[l] = type == KV_F16 && s->version < 4 ? 2ull * s->n_rows * s->meta.kv_dim :
-		    kv_block_bytes_of(type, (int)l, (int)s->meta.kv_dim, (int)s->n_rows, (int)s->n_pos);
+		block[l] = kv_block_bytes_of(type, (int)l, (int)s->meta.kv_dim, (int)s->n_rows,
+		    (int)s->n_pos, (int)s->version);
 	}
 	n = 2 * s->meta.n_layers;
 	s->dir = xcalloc(s->meta.n_layers, sizeof *s->dir);
@@ -538,7 +548,7 @@ snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, fl
 {
 	kv_block_row(which ? s->meta.v_type : s->meta.k_type, which, (int)s->meta.kv_dim,
 	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)s->n_rows, (int)s->n_pos,
-	    (int)s->tail_slot, (int)r, out);
+	    (int)s->tail_slot, (int)r, (int)s->version, out);
 }
 
 uint32_t
@@ -596,18 +606,44 @@ verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size
 	return 0;
 }
 
+/*
+ * Whether the file holds the tail rows a cache of this build wants in
+ * K (which 0) or V after loading n positions: those of n's incomplete
+ * group, and for q4_0 stores the whole ring, the min(n, KV_TAIL) newest,
+ * so that the queries after n and a snapshot written later find theirs.
+ */
+static int
+tail_loadable(const struct snapshot *s, int which, uint32_t n)
+{
+	int type = which ? s->meta.v_type : s->meta.k_type;
+	uint32_t have = (uint32_t)kv_file_tail(type, which, (int)s->n_pos, (int)s->version);
+	uint32_t want = (uint32_t)kv_file_tail(type, which, (int)n, KV_FORMAT);
+
+	if (want == 0)
+		return 1;
+	/* files before version 5 have no q4_0 rings: only an empty cache */
+	if (type == KV_Q4_0 && s->version < 5)
+		return n == 0;
+	return n - want >= s->n_pos - have;
+}
+
+/* Whether the file's stores with tails are all q4_0 ones, with their rings, and no window. */
+static int
+rings_only(const struct snapshot *s)
+{
+	int k = s->meta.k_type, v = s->meta.v_type;
+
+	return s->version >= 5 && !s->meta.window && (k == KV_Q4_0 || v == KV_Q4_0) &&
+	    (k == KV_F32 || k == KV_Q4_0) && v != KV_F16;
+}
+
 /* The positions [0, n) the file can give: see snapshot_load. */
 static int
 loadable(const struct snapshot *s, uint32_t n)
 {
-	int grouped = s->meta.k_type == KV_Q8_0 || s->meta.k_type == KV_Q4_0;
-	int f16 = s->meta.k_type == KV_F16 || s->meta.v_type == KV_F16;
-
 	if (s->n_rows < s->n_pos)	/* a wrapped ring: its old rows are overwritten */
 		return n == s->n_pos || n == 0;
-	if (f16 && s->version < 4)	/* no tails: their groups are recomputed */
-		return n % KV_GROUP == 0;
-	return !(grouped || f16) || n % KV_GROUP == 0 || n / KV_GROUP == s->n_pos / KV_GROUP;
+	return tail_loadable(s, 0, n) && tail_loadable(s, 1, n);
 }
 
 int
@@ -659,15 +695,18 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 				kv_clear(kv);
 				return -1;
 			}
+			/* the file's tail rows are those of [n_pos - have, n_pos) */
+			uint32_t have = (uint32_t)kv_file_tail(w ? kv->v_type : kv->k_type, w,
+			    (int)s->n_pos, (int)s->version);
 			tail = (const uint8_t *)snapshot_block(s, l, w) + main_bytes(kv, w, (int)s->n_rows);
-			for (p = n / KV_GROUP * KV_GROUP; kv->tail[w] && p < n; p++)
-				memcpy(kv_tail_row(kv, w, (int)l, (int)p), tail + (size_t)(p % KV_GROUP) * row,
-				    row);
+			for (p = n - (uint32_t)file_tail(kv, w, (int)n); kv->tail[w] && p < n; p++)
+				memcpy(kv_tail_row(kv, w, (int)l, (int)p),
+				    tail + (size_t)(p - (s->n_pos - have)) * row, row);
 		}
 	}
 	kv->written = (int)n;
 	for (l = 0; l < s->meta.n_layers; l++)
-		kv->tail_end[l] = (int)n;
+		kv->tail_end[l] = kv->ring_end[l] = (int)n;
 	kv->groups = kv_grouped(kv) ? (int)n / KV_GROUP : 0;
 	return 0;
 }
@@ -679,11 +718,22 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 
 	while (lcp < s->n_pos && (int)lcp < n_ids && snapshot_token(s, lcp) == (uint32_t)ids[lcp])
 		lcp++;
-	if (lcp > 0 && (int)lcp == n_ids)
+	if (lcp > 0 && (int)lcp == n_ids) {
+		/*
+		 * The last token is computed again, for its logits.  q4_0 rings
+		 * are in the file for its last position only: the whole file is
+		 * loaded and that position written again, to the same rows.
+		 */
+		if (lcp == s->n_pos && rings_only(s))
+			return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp - 1;
 		lcp--;
+	}
+	/*
+	 * Grouped keys and f16 stores: the rest of lcp's group is recomputed;
+	 * a wrapped window, or q4_0 stores short of the file's ring: everything.
+	 */
 	if (!loadable(s, lcp))
-		/* grouped keys: the rest of its group is recomputed; a wrapped window: everything */
-		lcp = s->n_rows < s->n_pos ? 0 : lcp / KV_GROUP * KV_GROUP;
+		lcp = loadable(s, lcp / KV_GROUP * KV_GROUP) ? lcp / KV_GROUP * KV_GROUP : 0;
 	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
 }
 

@@ -8,7 +8,7 @@
 #include "kv.h"
 
 #define SNAP_MAGIC "LLMKVSNP"
-#define SNAP_VERSION 4		/* the highest this build reads; f32 caches are written as 1 */
+#define SNAP_VERSION 5		/* the highest this build reads (KV_FORMAT); f32 caches are written as 1 */
 #define SNAP_HEADER_SIZE 128	/* versions 1 and 2 */
 #define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache) and 4 (f16 stores) */
 #define SNAP_ALIGN 4096
@@ -87,8 +87,12 @@ int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
  * ends inside a complete group is cut back to the group's start, whose
  * exact rows are not stored: the rest is recomputed, and the results
  * stay bitwise those of recomputing everything.  A wrapped window that
- * would have to be cut is not loaded at all (0).  Returns the positions
- * loaded, or -1 with llm_err() set.
+ * would have to be cut is not loaded at all (0), nor are q4_0 stores cut
+ * short of the file's ring of KV_TAIL positions (kv.h), nor files before
+ * format version 5 that have q4_0 stores.  Returns the position the
+ * caller computes from: the positions loaded, except that q4_0 rings
+ * load a whole file whose tokens are all of ids and return its last
+ * position, which the caller writes again; or -1 with llm_err() set.
  */
 int snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_ids);
 

@@ -134,36 +134,48 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
 }
 
 /*
- * Every cache type resumes bitwise as it recomputes.  Grouped keys and
- * f16 stores keep the exact tail rows of the last group only, so a
- * prefix that ends inside an earlier group is cut back to its start.
+ * Every cache type resumes bitwise as it recomputes.  q8_0 keys and f16
+ * stores keep the exact tail rows of the last group only, so a prefix
+ * that ends inside an earlier group is cut back to its start.  q4_0
+ * stores keep the ring of the KV_TAIL newest: a prefix is reused
+ * whole if the file holds the ring's rows for it (no more than KV_TAIL
+ * positions saved), or not at all; the whole file is reused with its
+ * last position written again.
  */
 static void
 every_cache_type_resumes_bitwise(void)
 {
 	static const int types[][2] = { { KV_F16, KV_F16 }, { KV_Q8_0, KV_Q8_0 },
-		{ KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_F32 }, { KV_F32, KV_Q8_0 } };
-	int base[200], ids[300], r, tailed;
+		{ KV_Q4_0, KV_Q4_0 }, { KV_Q4_0, KV_F32 }, { KV_F32, KV_Q8_0 }, { KV_F32, KV_Q4_0 },
+		{ KV_Q8_0, KV_Q4_0 } };
+	int base[200], ids[300], r, tailed, ring;
 
 	for (int i = 0; i < 200; i++)
 		base[i] = (i * 37 + 11) % m.c.vocab_size;
 	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		const char *k = kv_type_name(types[t][0]), *v = kv_type_name(types[t][1]);
 		k_type = types[t][0], v_type = types[t][1];
-		tailed = k_type == KV_Q8_0 || k_type == KV_Q4_0 || k_type == KV_F16 ||
-		    v_type == KV_F16;
+		tailed = k_type == KV_Q8_0 || k_type == KV_F16 || v_type == KV_F16;
+		ring = k_type == KV_Q4_0 || v_type == KV_Q4_0;
 		/* within the last group (150 = 4 groups and 22) */
-		r = resume_matches_scratch(base, 150, base, 200, kv_type_name(k_type));
-		CHECK(r == 150, "k %s v %s: extension reused %d", kv_type_name(k_type), kv_type_name(v_type), r);
+		r = resume_matches_scratch(base, 150, base, 200, k);
+		CHECK(r == 150, "k %s v %s: extension reused %d", k, v, r);
 		/* inside an earlier group: 100 reused, or 96 with tails */
 		memcpy(ids, base, sizeof base);
 		ids[100] = (ids[100] + 1) % m.c.vocab_size;
-		r = resume_matches_scratch(base, 150, ids, 180, kv_type_name(k_type));
-		CHECK(r == (tailed ? 96 : 100), "k %s v %s: divergent reused %d", kv_type_name(k_type),
-		    kv_type_name(v_type), r);
+		r = resume_matches_scratch(base, 150, ids, 180, k);
+		CHECK(r == (tailed ? 96 : 100), "k %s v %s: divergent reused %d", k, v, r);
+		/* the same past KV_TAIL positions: q4_0 rings have the last 160 only */
+		r = resume_matches_scratch(base, 200, ids, 180, k);
+		CHECK(r == (ring ? 0 : tailed ? 96 : 100), "k %s v %s: divergent in 200 reused %d",
+		    k, v, r);
 		/* on a group's end */
-		r = resume_matches_scratch(base, 150, base, 65, kv_type_name(k_type));
-		CHECK(r == 64, "k %s v %s: a prefix of 65 reused %d", kv_type_name(k_type),
-		    kv_type_name(v_type), r);
+		r = resume_matches_scratch(base, 150, base, 65, k);
+		CHECK(r == 64, "k %s v %s: a prefix of 65 reused %d", k, v, r);
+		/* the whole file again, its last position a group's last */
+		r = resume_matches_scratch(base, 192, base, 192, k);
+		CHECK(r == (ring ? (tailed ? 0 : 191) : tailed ? 160 : 191),
+		    "k %s v %s: the same 192 reused %d", k, v, r);
 	}
 	k_type = v_type = KV_F32;
 }
@@ -185,8 +197,8 @@ windowed_caches_resume_bitwise(void)
 	sinks = 4, window = 100;
 	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
 		k_type = types[t][0], v_type = types[t][1];
-		tailed = k_type == KV_Q8_0 || k_type == KV_Q4_0 || k_type == KV_F16 ||
-		    v_type == KV_F16;
+		/* q4_0 keys' ring holds all of the 90 saved below */
+		tailed = k_type == KV_Q8_0 || k_type == KV_F16 || v_type == KV_F16;
 		/* slid far past the window: 300 positions saved, 400 wanted */
 		r = resume_matches_scratch(base, 300, base, 400, kv_type_name(k_type));
 		CHECK(r == 300, "k %s v %s: extension reused %d", kv_type_name(k_type),
@@ -375,7 +387,7 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CHECK(refused(want), "%s", #edit); \
 } while (0)
 	CASE(memcpy(p, "LLMKVSNQ", 8), 0, "bad magic");
-	CASE(put32(p + 8, 5), 1, "version 5 is not supported (this build reads versions 1 to 4)");
+	CASE(put32(p + 8, 6), 1, "version 6 is not supported (this build reads versions 1 to 5)");
 	CASE(put32(p + 8, 3), 1, "bad header size");
 	CASE(put32(p + 8, 4), 1, "bad header size");
 	CASE(put32(p + 16, 1), 1, "a version 1 snapshot holds f32 keys and values, not k f16 v f32");
@@ -478,7 +490,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 		run(&kv, many, 0, 200, out);
 		meta_of(&kv, &meta);
 		CHECK(snapshot_write(bad_path, &meta, &kv, many, 10) < 0 &&
-		    strstr(llm_err(), "positions 0 to 9 are no longer in the cache's tail"),
+		    strstr(llm_err(), "positions 0 to 9 are no longer in the cache"),
 		    "a prefix of 10 after 200: %s", llm_err());
 		CHECK(snapshot_write(bad_path, &meta, &kv, many, 70) < 0, "a prefix of 70 after 200");
 		CHECK(snapshot_write(bad_path, &meta, &kv, many, 196) == 0, "%s", llm_err());
