@@ -18,6 +18,7 @@
 #include "../lib/gguf.h"
 #include "../lib/kv.h"
 #include "../lib/model.h"
+#include "../lib/quant.h"
 #include "../lib/snapshot.h"
 #include "../lib/util.h"
 #include "check.h"
@@ -416,15 +417,15 @@ damaged_headers_are_refused_each_with_its_message(void)
 #undef CASE
 }
 
-/* Give every block of the directory at dir the length len and that part's sum. */
+/* Give every K block of the directory at dir the length klen, every V one vlen, and that part's sum. */
 static void
-cut_blocks(unsigned char *p, uint64_t dir, size_t len)
+cut_blocks(unsigned char *p, uint64_t dir, size_t klen, size_t vlen)
 {
 	for (int l = 0; l < m.c.n_layers; l++)
 		for (int w = 0; w < 2; w++) {
 			uint64_t e = dir + 48 * (uint64_t)l + 24 * (uint64_t)w;
-			put64(p + e + 8, len);
-			put64(p + e + 16, snapshot_sum(p + get64(p + e), len));
+			put64(p + e + 8, w ? vlen : klen);
+			put64(p + e + 16, snapshot_sum(p + get64(p + e), w ? vlen : klen));
 		}
 }
 
@@ -518,7 +519,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	memcpy(q + 128, p + 160, 4 * N);
 	memcpy(q + dir2, p + dir4, 48 * (size_t)m.c.n_layers);
 	memcpy(q + get64(p + 104), p + get64(p + 104), len - get64(p + 104));	/* the blocks */
-	cut_blocks(q, dir2, rows);
+	cut_blocks(q, dir2, rows, rows);
 	reused = resume_edited(q, len, &kv, ids, MORE, "version 2");
 	CHECK(reused == N / KV_GROUP * KV_GROUP, "a version 2 f16 file reused %d: %s", reused, llm_err());
 	if (reused >= 0) {
@@ -539,7 +540,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	p = read_whole(snap_path, &len);
 	dir4 = get64(p + 96);
 	put32(p + 8, 3);
-	cut_blocks(p, dir4, rows);
+	cut_blocks(p, dir4, rows, rows);
 	reused = resume_edited(p, len, &kv, ids, MORE, "version 3");
 	CHECK(reused < 0 && strstr(llm_err(), "snapshot format version 3"),
 	    "a windowed version 3 f16 file: reused %d: %s", reused, llm_err());
@@ -547,6 +548,92 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 	sinks = window = 0;
 	k_type = v_type = KV_F32;
 	free(p), free(q), free(want), free(got);
+}
+
+/*
+ * A cache with q4_0 stores is a version 5 file: each block ends with the
+ * q8_0 rows of its ring, those of the newest min(n, KV_TAIL) positions.
+ * A file of q4_0 stores as versions before 5 wrote it (no rings) opens,
+ * and resumes from nothing, recomputed: still bitwise.  want: the
+ * logits of ids[0..more) from scratch; keys q4_0, values q4_0 or f32.
+ */
+static void
+q4_0_file_resumes(int n, const int *ids, int more, const float *want)
+{
+	size_t V = (size_t)m.c.vocab_size, len, nb = ((size_t)m.c.kv_dim + 31) / 32;
+	size_t ring = (size_t)n * nb * sizeof(struct block_q8_0);
+	size_t kmain = (size_t)n / KV_GROUP * m.c.kv_dim * sizeof(struct block_q4_1);
+	size_t ktail = (size_t)(n % KV_GROUP) * m.c.kv_dim * 2;
+	size_t vmain = v_type == KV_Q4_0 ? (size_t)n * nb * sizeof(struct block_q4_0) :
+	    (size_t)n * m.c.kv_dim * 4, vring = v_type == KV_Q4_0 ? ring : 0;
+	float *got = xmalloc((size_t)more * V * sizeof(float));
+	struct snap_meta meta;
+	struct kv kv;
+	unsigned char *p;
+	uint64_t dir;
+	int reused;
+
+	new_cache(&kv);
+	run(&kv, ids, 0, n, got);
+	meta_of(&kv, &meta);
+	CHECK(snapshot_write(snap_path, &meta, &kv, ids, n) == 0, "%s", llm_err());
+	kv_free(&kv);
+	p = read_whole(snap_path, &len);
+	if (!p) {
+		CHECK(0, "cannot read %s", snap_path);
+		free(got);
+		return;
+	}
+	dir = get64(p + 96);
+	CHECK(get32(p + 8) == 5, "%d positions: not a version 5 file", n);
+	CHECK(get64(p + dir + 8) == kmain + ring && get64(p + dir + 32) == vmain + vring,
+	    "%d positions: q4_0 blocks of %llu and %llu bytes", n,
+	    (unsigned long long)get64(p + dir + 8), (unsigned long long)get64(p + dir + 32));
+	reused = resume_edited(p, len, &kv, ids, more, "version 5");
+	CHECK(reused == n, "a version 5 q4_0 file of %d reused %d: %s", n, reused, llm_err());
+	if (reused >= 0) {
+		run(&kv, ids, reused, more, got);
+		CHECK(memcmp(got + reused * V, want + reused * V, (more - reused) * V * sizeof(float)) == 0,
+		    "a version 5 q4_0 file of %d resumed differs from scratch", n);
+	}
+	kv_free(&kv);
+
+	/* as version 4 would hold it: the same layout, no rings (the keys' f16 rows: any bytes) */
+	put32(p + 8, 4);
+	cut_blocks(p, dir, kmain + ktail, vmain);
+	reused = resume_edited(p, len, &kv, ids, more, "version 4");
+	CHECK(reused == 0, "a version 4 q4_0 file of %d reused %d: %s", n, reused, llm_err());
+	if (reused >= 0) {
+		run(&kv, ids, reused, more, got);
+		CHECK(memcmp(got, want, (size_t)more * V * sizeof(float)) == 0,
+		    "a version 4 q4_0 file of %d resumed differs from scratch", n);
+	}
+	kv_free(&kv);
+	free(p), free(got);
+}
+
+static void
+q4_0_snapshots_carry_their_rings_and_old_ones_recompute(void)
+{
+	enum { MORE = 80 };
+	float *want = xmalloc(MORE * (size_t)m.c.vocab_size * sizeof(float));
+	struct kv kv;
+	int ids[MORE];
+
+	for (int i = 0; i < MORE; i++)
+		ids[i] = (i * 13 + 5) % m.c.vocab_size;
+	for (k_type = KV_Q4_0, v_type = KV_Q4_0; ; v_type = KV_F32) {
+		new_cache(&kv);
+		run(&kv, ids, 0, MORE, want);
+		kv_free(&kv);
+		q4_0_file_resumes(64, ids, MORE, want);
+		/* an old file's f16 key rows, n % KV_GROUP of them, are all of its positions */
+		q4_0_file_resumes(20, ids, MORE, want);
+		if (v_type == KV_F32)
+			break;
+	}
+	k_type = v_type = KV_F32;
+	free(want);
 }
 
 /*
@@ -785,6 +872,7 @@ main(void)
 	TEST(damaged_headers_are_refused_each_with_its_message);
 	TEST(damaged_window_headers_are_refused);
 	TEST(f16_snapshots_keep_their_tails_and_old_ones_resume);
+	TEST(q4_0_snapshots_carry_their_rings_and_old_ones_recompute);
 	TEST(failed_write_keeps_the_old_snapshot);
 	TEST(failed_fsync_leaks_nothing_and_keeps_the_old_snapshot);
 	TEST(kvstat_json_has_null_for_nan_and_infinity);
