@@ -253,7 +253,7 @@ main(int argc, char *argv[])
 	double *chan;
 	long layer = -1;
 	uint32_t l, lo, hi;
-	int c, json = 0, w;
+	int c, json = 0, w, kd;
 	uint64_t dense;
 	double per_pos;
 	float *row;
@@ -288,9 +288,9 @@ main(int argc, char *argv[])
 	row = xmalloc(s.meta.kv_dim * sizeof *row);
 	/* a whole group of positions, so that grouped keys count what they take; n 0: no tail rows */
 	live_rows(&s);
-	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, (int)s.meta.kv_dim, KV_GROUP, 0, KV_FORMAT) +
-	    kv_block_bytes_of(s.meta.v_type, 1, (int)s.meta.kv_dim, KV_GROUP, 0, KV_FORMAT)) / KV_GROUP *
-	    s.meta.n_layers;
+	kd = (int)s.meta.kv_dim;
+	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, kd, KV_GROUP, 0, KV_FORMAT) +
+	    kv_block_bytes_of(s.meta.v_type, 1, kd, KV_GROUP, 0, KV_FORMAT)) / KV_GROUP * s.meta.n_layers;
 	if (s.meta.k_type == s.meta.v_type)
 		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));
 	else

@@ -28,27 +28,28 @@
  * fits it far better than a block along the row.  q8_0 keys use q8_0
  * blocks; q4_0 keys use q4_1 blocks (an f16 scale and an f16 minimum),
  * whose offset follows a channel's mean.  The newest positions, whose
- * group is not complete, stay in f16, and a query reads the keys of its
- * own group from those and earlier ones from the groups: which depends
- * on positions alone, never on how tokens were batched.  Quantized
+ * group is not complete, stay in f16 (q8_0 for q4_0 keys, below), and a
+ * query reads the keys of its own group from those and earlier ones
+ * from the groups: which depends on positions alone, never on how
+ * tokens were batched.  Quantized
  * values (q8_0, q4_0) are rows: each head rotated in blocks of rot by a
  * normalized Hadamard transform, then quantized in blocks of 32 along
  * the row; the attention output is rotated back.
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32
-#define KV_TAIL 160	/* the rings of grouped keys and q4_0 stores: a group and a batch of 128 (MODEL_BATCH) */
+#define KV_TAIL 160	/* rings of grouped keys, q4_0 stores: a group and a batch of 128 (MODEL_BATCH) */
 
 /*
  * q4_0 stores (keys or values) keep a wider tail: every row also goes
  * to a ring of KV_TAIL rows in q8_0 (values rotated as in the store),
  * and a query reads from it the rows of its own group and of the
  * KV_BACK positions before that; older ones come from the q4_0 store.
- * Reading the own group alone moved log-probabilities by 0.50 on the
- * benchmark's stream, the 96 before it too by 0.28 (a simulation; see
- * PERFORMANCE.md).  The ring then takes a batch of KV_TAIL - KV_GROUP -
- * KV_BACK positions at a time (kv_put_max).  A windowed cache reads its
- * own group alone (its slots of 128 positions could wrap).
+ * On the benchmark's stream that moves log-probabilities by 0.28 against
+ * f32, where the own group's keys in f16 and every value in q4_0 moved
+ * them by 0.59 (PERFORMANCE.md).  The ring then takes a batch of KV_TAIL
+ * - KV_GROUP - KV_BACK positions at a time (kv_put_max).  A windowed
+ * cache reads its own group alone (its slots of 128 positions could wrap).
  */
 #define KV_BACK 96
 

@@ -693,7 +693,9 @@ tile_floats(const struct model_config *c)
 static float *
 tile_keys(const struct model *m, int ith)
 {
-	return m->tile + (size_t)ith * tile_floats(&m->c) + tile_floats(&m->c) - (size_t)KV_TAIL * m->c.head_dim;
+	size_t part = tile_floats(&m->c);
+
+	return m->tile + (size_t)ith * part + part - (size_t)KV_TAIL * m->c.head_dim;
 }
 
 /* Where KV head kvh's keys start in a layer: its part of the first row, or of the first group. */
@@ -738,9 +740,9 @@ tail_type(const struct kv *kv, int which)
  * store from the batch's own f32 buffer once p is in the batch.  Keys
  * of a q8_0 ring whose heads are not whole blocks come widened to f32 in
  * job->keys; values of one are the ring's whole rows (the caller picks
- * the head's elements).  *end: where
- * they stop being contiguous (the batch's start, if p is before it, or
- * where the ring wraps), at most end.
+ * the head's elements).  *end: where they stop being contiguous (the
+ * batch's start, if p is before it, or where the ring wraps), at most
+ * end.
  */
 static const char *
 exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_t *ld)

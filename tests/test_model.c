@@ -548,14 +548,15 @@ q4_0_values_read_their_newest_in_q8_0(void)
 			    KV_F32, type ? KV_Q4_0 : KV_Q8_0) == 0, "%s", llm_err());
 			for (i = 0; i < N; i += batch ? MODEL_BATCH : 1) {
 				int n = batch ? (N - i < MODEL_BATCH ? N - i : MODEL_BATCH) : 1;
-				CHECK(model_forward_logits(&mm, &kv, ids + i, n, i, out + (size_t)i * V, &err) &&
-				    !err, "%s", llm_err());
+				float *l = model_forward_logits(&mm, &kv, ids + i, n, i, out + (size_t)i * V,
+				    &err);
+				CHECK(l && !err, "%s", llm_err());
 			}
 			kv_free(&kv);
 			if (!type)
 				continue;
-			CHECK(memcmp(got, want, NEW * row) == 0,
-			    "the first %d positions differ from q8_0 values (%s)", NEW, batch ? "batch" : "one by one");
+			CHECK(memcmp(got, want, NEW * row) == 0, "the first %d positions differ from q8_0 "
+			    "values (%s)", NEW, batch ? "batch" : "one by one");
 			for (i = NEW; i < N && memcmp(got + i * V, want + i * V, row) == 0; i++)
 				;
 			CHECK(i < N, "positions past %d read nothing in q4_0", NEW);

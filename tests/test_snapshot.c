@@ -417,7 +417,7 @@ damaged_headers_are_refused_each_with_its_message(void)
 #undef CASE
 }
 
-/* Give every K block of the directory at dir the length klen, every V one vlen, and that part's sum. */
+/* Give each K block of the directory at dir the length klen, each V one vlen, and that part's sum. */
 static void
 cut_blocks(unsigned char *p, uint64_t dir, size_t klen, size_t vlen)
 {
@@ -593,7 +593,8 @@ q4_0_file_resumes(int n, const int *ids, int more, const float *want)
 	CHECK(reused == n, "a version 5 q4_0 file of %d reused %d: %s", n, reused, llm_err());
 	if (reused >= 0) {
 		run(&kv, ids, reused, more, got);
-		CHECK(memcmp(got + reused * V, want + reused * V, (more - reused) * V * sizeof(float)) == 0,
+		CHECK(memcmp(got + reused * V, want + reused * V,
+		    (size_t)(more - reused) * V * sizeof(float)) == 0,
 		    "a version 5 q4_0 file of %d resumed differs from scratch", n);
 	}
 	kv_free(&kv);
