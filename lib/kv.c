@@ -254,7 +254,7 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 		if (!grouped(kv, which) && type != KV_F16 && type != KV_Q4_0)
 			continue;
 		kv->tail_type[which] = type == KV_Q4_0 ? KV_Q8_0 : type == KV_F16 ? KV_F32 : KV_F16;
-		kv->tail_rows[which] = type == KV_F16 ? KV_GROUP : KV_TAIL;
+		kv->tail_rows[which] = type == KV_F16 ? KV_GROUP : type == KV_Q4_0 ? KV_TAIL : KV_KEY_TAIL;
 		kv->tail_back[which] = type == KV_Q4_0 ? KV_BACK : 0;
 		/* mapped, not committed: only the pages of rows written become resident */
 		kv->tail[which] = mmap(NULL, tail_store_bytes(kv, which), PROT_READ | PROT_WRITE,
@@ -562,7 +562,7 @@ kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1)
 {
 	if (!kv->tail[which] || p0 == p1)
 		return 1;
-	if (kv->tail_type[which] != KV_F32)	/* written with the store: the layer's newest KV_TAIL */
+	if (kv->tail_type[which] != KV_F32)	/* written with the store: the layer's newest rows */
 		return p0 >= kv->ring_end[layer] - kv->tail_rows[which];
 	/* f16 stores: the group kv_put_tail put last, as far as it went */
 	return p0 == (kv->tail_end[layer] - 1) / KV_GROUP * KV_GROUP && p1 <= kv->tail_end[layer];

@@ -38,7 +38,8 @@
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32
-#define KV_TAIL 160	/* rings of grouped keys, q4_0 stores: a group and a batch of 128 (MODEL_BATCH) */
+#define KV_PUT 32	/* positions a batch writes to the rings below at once (kv_put_max) */
+#define KV_KEY_TAIL (KV_GROUP + KV_PUT)	/* q8_0 keys' f16 ring: a group and a write */
 
 /*
  * q4_0 stores (keys or values) keep a wider tail: every row also goes
@@ -47,11 +48,11 @@ enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
  * KV_BACK positions before that; older ones come from the q4_0 store.
  * On the benchmark's stream that moves log-probabilities by 0.28 against
  * f32, where the own group's keys in f16 and every value in q4_0 moved
- * them by 0.59 (PERFORMANCE.md).  The ring then takes a batch of KV_TAIL
- * - KV_GROUP - KV_BACK positions at a time (kv_put_max).  A windowed
- * cache reads its own group alone (its slots of 128 positions could wrap).
+ * them by 0.59 (PERFORMANCE.md).  A windowed cache reads its own group
+ * alone (its slots of 128 positions could wrap).
  */
 #define KV_BACK 96
+#define KV_TAIL (KV_GROUP + KV_BACK + KV_PUT)	/* q4_0 stores' q8_0 ring: 160 rows */
 
 /* The snapshot format whose block layout this build's caches have (llm-kv(5)). */
 #define KV_FORMAT 5
@@ -100,7 +101,7 @@ struct kv {
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
 	void *tail[2];		/* K's and V's newest rows, [layer][tail_rows][kv_dim] of tail_type, a ring; or NULL */
 	int tail_type[2];	/* KV_F16 for q8_0 keys, KV_Q8_0 for q4_0 stores, KV_F32 for f16 stores */
-	int tail_rows[2];	/* KV_TAIL, or KV_GROUP for f16 stores */
+	int tail_rows[2];	/* KV_KEY_TAIL for q8_0 keys, KV_TAIL for q4_0 stores, KV_GROUP for f16 stores */
 	int tail_back[2];	/* positions before a query's own group it reads from the tail: KV_BACK or 0 */
 	int *tail_end;		/* f16 stores, by layer: 1 + the newest position kv_put_tail has put */
 	int *ring_end;		/* rings written with the store, by layer: 1 + the newest position put */
@@ -149,13 +150,18 @@ kv_tail_from(const struct kv *kv, int which, int pos)
 	return p > 0 ? p : 0;
 }
 
-/* The most positions kv_put_k and kv_put_v take at once. */
+/*
+ * The most positions kv_put_k and kv_put_v take at once: KV_PUT if a
+ * store has a ring written with it (grouped keys, q4_0 stores), which
+ * must keep the rows the batch's queries read; else any number.
+ */
 static inline int
 kv_put_max(const struct kv *kv)
 {
-	int back = kv->tail_back[0] > kv->tail_back[1] ? kv->tail_back[0] : kv->tail_back[1];
-
-	return KV_TAIL - KV_GROUP - back;
+	for (int which = 0; which < 2; which++)
+		if (kv->tail[which] && kv->tail_type[which] != KV_F32)
+			return KV_PUT;
+	return 1 << 30;
 }
 
 /* The slot that holds position pos: the layout's "pos" (founding design). */

@@ -1128,9 +1128,6 @@ attention(struct model *m, struct attn_job *job)
 	run(m, attention_worker, job, job->n * seen * c->n_heads * c->head_dim);
 }
 
-/* A batch's grouped keys wait in the cache's ring until their group is whole. */
-_Static_assert(KV_TAIL - KV_GROUP >= MODEL_BATCH, "KV_TAIL holds a group and a batch");
-
 /*
  * The batch pass.  Logits: none (all_logits NULL, want_logits 0), the last
  * token's into m->logits (want_logits 1), or every token's, n rows of

@@ -313,23 +313,47 @@ typed_clear_keeps_capacity_and_refills_alike(void)
 	}
 }
 
-/* Grouped keys keep the newest KV_TAIL rows: going back before them is refused. */
+/* Grouped keys keep the newest KV_KEY_TAIL rows: going back before them is refused. */
 static void
 grouped_keys_refuse_going_far_back(void)
 {
-	enum { MOST = KV_TAIL - KV_GROUP };	/* positions a write may take */
+	enum { MOST = KV_PUT };	/* positions a write may take */
 	float rows[(MOST + 1) * 32] = { 0 };
 	struct kv kv;
 
 	kv_init_types(&kv, 1, 2, 16, 1000, 0, KV_Q8_0, KV_F32);
-	for (int p = 0; p < 320; p += 64)
-		CHECK(kv_put_k(&kv, 0, p, 64, rows, 32) == 0, "%s", llm_err());
+	for (int p = 0; p < 320; p += MOST)
+		CHECK(kv_put_k(&kv, 0, p, MOST, rows, 32) == 0, "%s", llm_err());
 	CHECK(kv_put_k(&kv, 0, 300, 1, rows, 32) == 0, "within the ring: %s", llm_err());
 	CHECK(kv_put_k(&kv, 0, 100, 1, rows, 32) < 0 && strstr(llm_err(), "cannot rewrite"),
 	    "went back to 100: %s", llm_err());
 	CHECK(kv_put_k(&kv, 0, 320, MOST + 1, rows, 32) < 0, "a write of %d positions", MOST + 1);
 	CHECK(kv_put_k(&kv, 0, 320, MOST, rows, 32) == 0, "a write of %d positions: %s", MOST, llm_err());
 	kv_free(&kv);
+}
+
+/*
+ * Issue 13's memory targets at 2000 positions, on SmolLM2-135M's shape
+ * (30 layers of 3 KV heads of 64), rings included: q8_0 at most 28% of
+ * f32's bytes, q4_0 17%.
+ */
+static void
+quantized_caches_meet_their_memory_targets(void)
+{
+	static const int types[] = { KV_Q8_0, KV_Q4_0 };
+	static const double most[] = { 0.28, 0.17 };
+	struct kv a, f;
+
+	kv_init_types(&f, 30, 3, 64, 8192, 0, KV_F32, KV_F32);
+	CHECK(kv_set_seq_len(&f, 2000) == 0, "%s", llm_err());
+	for (int t = 0; t < 2; t++) {
+		kv_init_types(&a, 30, 3, 64, 8192, 0, types[t], types[t]);
+		CHECK(kv_set_seq_len(&a, 2000) == 0, "%s", llm_err());
+		CHECK(kv_bytes(&a) <= most[t] * kv_bytes(&f), "%s: %zu bytes, %.1f%% of f32's",
+		    kv_type_name(types[t]), kv_bytes(&a), 100.0 * kv_bytes(&a) / kv_bytes(&f));
+		kv_free(&a);
+	}
+	kv_free(&f);
 }
 
 /*
@@ -406,6 +430,7 @@ main(void)
 	TEST(grouped_keys_refuse_going_far_back);
 	TEST(typed_clear_keeps_capacity_and_refills_alike);
 	TEST(f16_never_costs_more_than_f32);
+	TEST(quantized_caches_meet_their_memory_targets);
 	TEST(reads_never_grow);
 	TEST(set_seq_len_grows_ahead_and_clear_keeps_capacity);
 	TEST(prealloc_commits_max_ctx);
