@@ -501,7 +501,7 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	 * overwrite them.
 	 */
 	if (!kv_tail_holds(kv, which, layer, kv_tail_from(kv, which, pos), pos) ||
-	    (kv->tail[which] && kv->tail_type[which] != KV_F32 && n > kv_put_max(kv))) {
+	    (kv_ring(kv, which) && n > kv_put_max(kv))) {
 		llm_seterr("kv: a %s cache cannot rewrite position %d after %d", kv_type_name(type),
 		    pos, kv->written);
 		return -1;
@@ -510,7 +510,7 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 		for (i = 0; i < n; i++)
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
 			    kv_unit(kv, which, layer, kv_slot(kv, pos + i)));
-	if (kv->tail[which] && kv->tail_type[which] != KV_F32) {
+	if (kv_ring(kv, which)) {
 		for (i = 0; i < n; i++)
 			encode_row(kv, kv->tail_type[which], rotated, rows + (size_t)i * ld,
 			    kv_tail_row(kv, which, layer, pos + i));
@@ -548,7 +548,7 @@ kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const floa
 	int last = (pos + n - 1) / KV_GROUP * KV_GROUP, p;
 
 	for (int which = 0; which < 2; which++) {
-		if (kv->tail_type[which] != KV_F32 || !kv->tail[which] || !rows[which])
+		if (!kv->tail[which] || kv_ring(kv, which) || !rows[which])
 			continue;	/* no f32 ring: not an f16 store */
 		for (p = last > pos ? last : pos; p < pos + n; p++)
 			memcpy(kv_tail_row(kv, which, layer, p), rows[which] + (size_t)(p - pos) * ld,
@@ -562,7 +562,7 @@ kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1)
 {
 	if (!kv->tail[which] || p0 == p1)
 		return 1;
-	if (kv->tail_type[which] != KV_F32)	/* written with the store: the layer's newest rows */
+	if (kv_ring(kv, which))	/* written with the store: the layer's newest rows */
 		return p0 >= kv->ring_end[layer] - kv->tail_rows[which];
 	/* f16 stores: the group kv_put_tail put last, as far as it went */
 	return p0 == (kv->tail_end[layer] - 1) / KV_GROUP * KV_GROUP && p1 <= kv->tail_end[layer];

@@ -151,17 +151,24 @@ kv_tail_from(const struct kv *kv, int which, int pos)
 }
 
 /*
+ * Whether K (which 0) or V has a ring written with the store (grouped
+ * keys, q4_0 stores), not after attention (f16 stores' f32 rows).
+ */
+static inline int
+kv_ring(const struct kv *kv, int which)
+{
+	return kv->tail[which] && kv->tail_type[which] != KV_F32;
+}
+
+/*
  * The most positions kv_put_k and kv_put_v take at once: KV_PUT if a
- * store has a ring written with it (grouped keys, q4_0 stores), which
- * must keep the rows the batch's queries read; else any number.
+ * store has a ring, which must keep the rows the batch's queries read;
+ * else any number.
  */
 static inline int
 kv_put_max(const struct kv *kv)
 {
-	for (int which = 0; which < 2; which++)
-		if (kv->tail[which] && kv->tail_type[which] != KV_F32)
-			return KV_PUT;
-	return 1 << 30;
+	return kv_ring(kv, 0) || kv_ring(kv, 1) ? KV_PUT : 1 << 30;
 }
 
 /* The slot that holds position pos: the layout's "pos" (founding design). */

@@ -521,54 +521,80 @@ kv_types_grow_equals_prealloc(void)
 }
 
 /*
+ * The logits of ids[0..n) (rows of the vocabulary) from a fresh cache of
+ * k and v types: in batches of up to MODEL_BATCH, or one token at a time.
+ */
+static void
+typed_logits(struct model *mm, int k, int v, const int *ids, int n, int batch, float *out)
+{
+	size_t V = (size_t)mm->c.vocab_size;
+	struct kv kv;
+	int i, b, err;
+
+	CHECK(kv_init_types(&kv, mm->c.n_layers, mm->c.n_kv_heads, mm->c.head_dim, 256, 0, k, v) == 0,
+	    "%s", llm_err());
+	for (i = 0; i < n; i += b) {
+		b = !batch ? 1 : n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
+		float *l = model_forward_logits(mm, &kv, ids + i, b, i, out + (size_t)i * V, &err);
+		CHECK(l && !err, "k %s v %s: %s", kv_type_name(k), kv_type_name(v), llm_err());
+	}
+	kv_free(&kv);
+}
+
+/*
+ * A cache that reads its newest rows exactly as another type does: for
+ * k and v, the first `same` of n positions give want's logits bit for
+ * bit, a batch or token by token, and some later one does not.
+ */
+static void
+reads_newest_as(struct model *mm, int k, int v, const int *ids, int n, int same, const float *want,
+    const char *what)
+{
+	size_t V = (size_t)mm->c.vocab_size, row = V * sizeof(float);
+	float *got = xmalloc((size_t)n * row);
+	int i;
+
+	for (int batch = 0; batch < 2; batch++) {
+		typed_logits(mm, k, v, ids, n, batch, got);
+		CHECK(memcmp(got, want, (size_t)same * row) == 0, "k %s v %s: the first %d positions "
+		    "differ from %s (%s)", kv_type_name(k), kv_type_name(v), same, what,
+		    batch ? "batch" : "one by one");
+		for (i = same; i < n && memcmp(got + (size_t)i * V, want + (size_t)i * V, row) == 0; i++)
+			;
+		CHECK(i < n, "k %s v %s: positions past %d read nothing rounded", kv_type_name(k),
+		    kv_type_name(v), same);
+	}
+	free(got);
+}
+
+/*
  * q4_0 values read their own group and the KV_BACK positions before it
  * from a ring of q8_0 rows, rotated as q8_0 values are: the first
  * KV_GROUP + KV_BACK positions give the logits of q8_0 values bit for
- * bit, a batch or token by token; later ones read older rows in q4_0.
+ * bit; later ones read older rows in q4_0.
  */
 static void
 q4_0_values_read_their_newest_in_q8_0(void)
 {
-	enum { N = 160, NEW = KV_GROUP + KV_BACK };
+	enum { N = 160 };
 	struct model mm;
-	struct kv kv;
-	float *want, *got, *out;
-	int ids[N], err, i, type, batch;
-	size_t V, row;
+	float *want;
+	int ids[N];
 
 	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
-	V = (size_t)mm.c.vocab_size, row = V * sizeof(float);
-	want = xmalloc(N * row), got = xmalloc(N * row);
-	for (i = 0; i < N; i++)
+	want = xmalloc(N * (size_t)mm.c.vocab_size * sizeof(float));
+	for (int i = 0; i < N; i++)
 		ids[i] = (i * 29 + 3) % mm.c.vocab_size;
-	for (type = 0; type < 2; type++)
-		for (batch = 0; batch < 2; batch++) {
-			out = type ? got : want;
-			CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 256, 0,
-			    KV_F32, type ? KV_Q4_0 : KV_Q8_0) == 0, "%s", llm_err());
-			for (i = 0; i < N; i += batch ? MODEL_BATCH : 1) {
-				int n = batch ? (N - i < MODEL_BATCH ? N - i : MODEL_BATCH) : 1;
-				float *l = model_forward_logits(&mm, &kv, ids + i, n, i, out + (size_t)i * V,
-				    &err);
-				CHECK(l && !err, "%s", llm_err());
-			}
-			kv_free(&kv);
-			if (!type)
-				continue;
-			CHECK(memcmp(got, want, NEW * row) == 0, "the first %d positions differ from q8_0 "
-			    "values (%s)", NEW, batch ? "batch" : "one by one");
-			for (i = NEW; i < N && memcmp(got + i * V, want + i * V, row) == 0; i++)
-				;
-			CHECK(i < N, "positions past %d read nothing in q4_0", NEW);
-		}
-	free(want), free(got);
+	typed_logits(&mm, KV_F32, KV_Q8_0, ids, N, 1, want);
+	reads_newest_as(&mm, KV_F32, KV_Q4_0, ids, N, KV_GROUP + KV_BACK, want, "q8_0 values");
+	free(want);
 	model_free(&mm);
 }
 
 /*
  * f16 caches read the rows of a query's own group from their exact tail:
- * the first KV_GROUP positions give the f32 cache's logits bit for bit,
- * a batch or token by token; later ones read earlier groups rounded.
+ * the first KV_GROUP positions give the f32 cache's logits bit for bit;
+ * later ones read earlier groups rounded.
  */
 static void
 f16_cache_reads_its_own_group_exactly(void)
@@ -576,44 +602,17 @@ f16_cache_reads_its_own_group_exactly(void)
 	enum { N = 40 };
 	static const int types[][2] = { { KV_F16, KV_F16 }, { KV_F16, KV_F32 }, { KV_F32, KV_F16 } };
 	struct model mm;
-	struct kv kv;
-	float *want, *got;
-	int ids[N], err, i;
-	size_t V, row;
+	float *want;
+	int ids[N];
 
 	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
-	V = (size_t)mm.c.vocab_size, row = V * sizeof(float);
-	want = xmalloc(N * row), got = xmalloc(N * row);
-	for (i = 0; i < N; i++)
+	want = xmalloc(N * (size_t)mm.c.vocab_size * sizeof(float));
+	for (int i = 0; i < N; i++)
 		ids[i] = (i * 29 + 3) % mm.c.vocab_size;
-	CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 256, 0, KV_F32,
-	    KV_F32) == 0, "%s", llm_err());
-	CHECK(model_forward_logits(&mm, &kv, ids, N, 0, want, &err) && !err, "%s", llm_err());
-	kv_free(&kv);
-	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-		const char *k = kv_type_name(types[t][0]), *v = kv_type_name(types[t][1]);
-		for (int batch = 0; batch < 2; batch++) {
-			CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 256, 0,
-			    types[t][0], types[t][1]) == 0, "%s", llm_err());
-			if (batch)
-				CHECK(model_forward_logits(&mm, &kv, ids, N, 0, got, &err) && !err, "%s",
-				    llm_err());
-			else
-				for (i = 0; i < N; i++) {
-					float *l = model_forward(&mm, &kv, ids[i], i, 1, &err);
-					CHECK(l && !err, "%s", llm_err());
-					if (l)
-						memcpy(got + (size_t)i * V, l, row);
-				}
-			CHECK(memcmp(got, want, KV_GROUP * row) == 0,
-			    "k %s v %s: the first group differs from f32 (%s)", k, v, batch ? "batch" : "one by one");
-			for (i = KV_GROUP + 1; i < N && memcmp(got + i * V, want + i * V, row) == 0; i++)
-				;
-			CHECK(i < N, "k %s v %s: positions past the first group read nothing rounded", k, v);
-			kv_free(&kv);
-		}
-	}
-	free(want), free(got);
+	typed_logits(&mm, KV_F32, KV_F32, ids, N, 1, want);
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+		reads_newest_as(&mm, types[t][0], types[t][1], ids, N, KV_GROUP, want, "f32");
+	free(want);
 	model_free(&mm);
 }
 
