@@ -5,7 +5,7 @@
 include config.mk
 
 LIBSRC = lib/chat.c lib/gguf.c lib/kv.c lib/model.c lib/pool.c lib/pretok.c lib/quant.c \
-	lib/quant_avx2.c lib/quant_avx512.c lib/sample.c \
+	lib/quant_avx2.c lib/quant_avx512.c lib/quant_vnni.c lib/sample.c \
 	lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
 LIBHDR = lib/chat.h lib/gguf.h lib/kv.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
@@ -49,6 +49,9 @@ lib/quant_avx2.o: lib/quant_avx2.c lib/quant_simd.h
 
 lib/quant_avx512.o: lib/quant_avx512.c lib/quant_simd.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX512_CFLAGS) -c -o $@ lib/quant_avx512.c
+
+lib/quant_vnni.o: lib/quant_vnni.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_CFLAGS) -c -o $@ lib/quant_vnni.c
 
 $(LIB): $(LIBOBJ)
 	rm -f $@

@@ -16,3 +16,4 @@ LDLIBS = -lpthread -lm
 # when cpuid says the processor has it.  Empty these off x86.
 AVX2_CFLAGS = -mavx2 -mfma -mf16c
 AVX512_CFLAGS = -mavx512f -mavx512bw -mavx512vl -mfma -mf16c
+VNNI_CFLAGS = $(AVX512_CFLAGS) -mavx512vnni

@@ -61,6 +61,8 @@ struct model {
 	float *kbuf, *vbuf;	/* K and V of a batch, for caches that are not f32 */
 	float *att;		/* per thread: the scores of a tile's queries, att_cap apart */
 	float *tile;		/* per thread: a tile's queries, then its outputs */
+	float *xr;		/* a batch's x rounded once (quant_round), made when first needed */
+	size_t xr_floats;
 	int att_cap, att_threads;
 	const float *rope_factors;	/* rope_freqs.weight, rope_dim / 2 of them, or NULL */
 	double *rope_inv_freq;	/* rope_dim / 2 entries, divided by rope_freqs.weight's factors if any */

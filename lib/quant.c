@@ -24,6 +24,12 @@ float quant_i8_table[256];
 typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 gemm_fn quant_avx2_gemm, quant_avx512_gemm;
+void quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo);
+size_t quant_vnni_rounded_floats(int T, int cols);
+void quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+void quant_vnni_gemm_rounded(const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo);
 int quant_avx2_rounds_x(uint32_t type), quant_avx512_rounds_x(uint32_t type);
 typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
@@ -47,7 +53,7 @@ typedef void softmax_fn(float *x, int n, float scale);
 softmax_fn quant_avx2_softmax, quant_avx512_softmax;
 static softmax_fn scalar_softmax;
 static softmax_fn *softmax_impl = scalar_softmax;
-extern int quant_avx2_built, quant_avx512_built;
+extern int quant_avx2_built, quant_avx512_built, quant_vnni_built;
 static gemm_fn scalar_gemm;
 static gemm_fn *gemm_impl = scalar_gemm;
 static int cpu_isa(void);
@@ -381,7 +387,7 @@ quant_init(void)
 		quant_i8_table[i] = (float)(int8_t)i;
 	quant_set_isa(cpu_isa());
 	if ((env = getenv("LLM_ISA")) != NULL)
-		for (isa = QUANT_SCALAR; isa <= QUANT_AVX512; isa++)
+		for (isa = QUANT_SCALAR; isa <= QUANT_AVX512VNNI; isa++)
 			if (strcmp(env, quant_isa_name(isa)) == 0)
 				quant_set_isa(isa);	/* ignored if the processor lacks it */
 	done = 1;
@@ -633,13 +639,24 @@ quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 	values_impl(n_pos, heads, att, ld_att, v, ld_v, dim, out, ld_out, accumulate);
 }
 
+/* avx512vnni: avx512's kernels, but q8_0 products by the block-sum rule */
+static void
+vnni_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo)
+{
+	if (type == GGML_Q8_0)
+		quant_vnni_gemm_q8_0(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
+	else
+		quant_avx512_gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
+}
+
 /* What the processor and the operating system support. */
 static int
 cpu_isa(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	unsigned a, b, c, d, xcr0_lo, xcr0_hi;
-	int avx, avx2, avx512;
+	int avx, avx2, avx512, vnni;
 
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))	/* OSXSAVE */
 		return QUANT_SCALAR;
@@ -651,6 +668,9 @@ cpu_isa(void)
 	avx2 = (b & (1u << 5)) != 0;
 	avx512 = avx2 && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&	/* F, BW, VL */
 	    (xcr0_lo & 0xe0) == 0xe0;					/* opmask and ZMM state */
+	vnni = avx512 && (c & (1u << 11)) != 0;				/* AVX512_VNNI */
+	if (vnni && quant_avx512_built && quant_vnni_built)
+		return QUANT_AVX512VNNI;
 	if (avx512 && quant_avx512_built)
 		return QUANT_AVX512;
 	if (avx2 && quant_avx2_built)
@@ -665,17 +685,17 @@ quant_set_isa(int isa)
 	if (isa < QUANT_SCALAR || isa > cpu_isa())
 		return -1;
 	isa_in_use = isa;
-	gemm_impl = isa == QUANT_AVX512 ? quant_avx512_gemm :
+	gemm_impl = isa == QUANT_AVX512VNNI ? vnni_gemm : isa == QUANT_AVX512 ? quant_avx512_gemm :
 	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
-	values_impl = isa == QUANT_AVX512 ? quant_avx512_attn_values :
+	values_impl = isa >= QUANT_AVX512 ? quant_avx512_attn_values :
 	    isa == QUANT_AVX2 ? quant_avx2_attn_values : scalar_attn_values;
-	silu_impl = isa == QUANT_AVX512 ? quant_avx512_silu_mul :
+	silu_impl = isa >= QUANT_AVX512 ? quant_avx512_silu_mul :
 	    isa == QUANT_AVX2 ? quant_avx2_silu_mul : scalar_silu_mul;
-	softmax_impl = isa == QUANT_AVX512 ? quant_avx512_softmax :
+	softmax_impl = isa >= QUANT_AVX512 ? quant_avx512_softmax :
 	    isa == QUANT_AVX2 ? quant_avx2_softmax : scalar_softmax;
-	group_scores_impl = isa == QUANT_AVX512 ? quant_avx512_group_scores :
+	group_scores_impl = isa >= QUANT_AVX512 ? quant_avx512_group_scores :
 	    isa == QUANT_AVX2 ? quant_avx2_group_scores : scalar_group_scores;
-	row_values_impl = isa == QUANT_AVX512 ? quant_avx512_row_values :
+	row_values_impl = isa >= QUANT_AVX512 ? quant_avx512_row_values :
 	    isa == QUANT_AVX2 ? quant_avx2_row_values : NULL;
 	return 0;
 }
@@ -683,8 +703,36 @@ quant_set_isa(int isa)
 int
 quant_rounds_x(uint32_t type)
 {
-	return isa_in_use == QUANT_AVX512 ? quant_avx512_rounds_x(type) :
+	if (isa_in_use == QUANT_AVX512VNNI && type == GGML_Q8_0)
+		return 1;
+	return isa_in_use >= QUANT_AVX512 ? quant_avx512_rounds_x(type) :
 	    isa_in_use == QUANT_AVX2 ? quant_avx2_rounds_x(type) : 0;
+}
+
+int
+quant_rounds_once(uint32_t type)
+{
+	return isa_in_use == QUANT_AVX512VNNI && type == GGML_Q8_0;
+}
+
+size_t
+quant_rounded_floats(int T, int cols)
+{
+	return quant_vnni_rounded_floats(T, cols);
+}
+
+void
+quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+{
+	quant_vnni_round(x, ldx, t0, t1, T, cols, xr);
+}
+
+void
+quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo)
+{
+	(void)type;	/* q8_0, the one type quant_rounds_once takes */
+	quant_vnni_gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 }
 
 int
@@ -696,5 +744,6 @@ quant_isa(void)
 const char *
 quant_isa_name(int isa)
 {
-	return isa == QUANT_AVX512 ? "avx512" : isa == QUANT_AVX2 ? "avx2" : "scalar";
+	return isa == QUANT_AVX512VNNI ? "avx512vnni" : isa == QUANT_AVX512 ? "avx512" :
+	    isa == QUANT_AVX2 ? "avx2" : "scalar";
 }

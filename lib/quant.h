@@ -118,10 +118,13 @@ quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 	*m = (int)(j < 4 ? b & 63 : (a >> 4) | (c >> 6) << 4);
 }
 
-/* The instruction sets the kernels can use, best last. */
-enum { QUANT_SCALAR, QUANT_AVX2, QUANT_AVX512 };
+/*
+ * The instruction sets the kernels can use, best last.  avx512vnni is
+ * avx512 with q8_0 products by integer dot products (quant_vnni.c).
+ */
+enum { QUANT_SCALAR, QUANT_AVX2, QUANT_AVX512, QUANT_AVX512VNNI };
 
-/* The kernels in use: the best the processor has, or $LLM_ISA (scalar, avx2, avx512) if lower. */
+/* The kernels in use: the best the processor has, or $LLM_ISA (scalar, avx2, avx512, avx512vnni) if lower. */
 int quant_isa(void);
 const char *quant_isa_name(int isa);
 /* Use another set; -1 if this processor or build cannot. For tests. */
@@ -143,6 +146,19 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
  * about 1e-5 of the largest output of the exact products.
  */
 int quant_rounds_x(uint32_t type);
+
+/*
+ * x rounded once, for a batch whose every product rounds it the same way
+ * (several matrices, several threads): quant_rounds_once says which types
+ * take it.  xr holds quant_rounded_floats(T, cols) floats; quant_round
+ * fills tokens [t0, t1) of it (threads may share the tokens out), and
+ * quant_gemm_rounded then gives quant_gemm's bits with xr in place of x.
+ */
+int quant_rounds_once(uint32_t type);
+size_t quant_rounded_floats(int T, int cols);
+void quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+void quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo);
 
 /*
  * Attention's weighted sum of values for the heads that share them:
