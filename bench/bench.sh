@@ -90,7 +90,7 @@ prompt 1 >"$TMP/c1"; prompt 1000 >"$TMP/c1000"; prompt 4000 >"$TMP/c4000"
 echo
 echo "cache types (q8_0 weights, max_ctx 8192, $th threads): decode tok/s at 0, 1000 and 4000 positions,"
 echo "prefill of a 4000-token prompt, peak RSS of that prompt and 64 generated, bytes a position takes"
-printf '%-7s %-11s %8s %8s %8s %10s %9s %11s %8s\n' isa cache "dec@0" "dec@1000" "dec@4000" "pre@4000" "rss MB" "bytes/pos" "vs f32"
+printf '%-10s %-11s %8s %8s %8s %10s %9s %11s %8s\n' isa cache "dec@0" "dec@1000" "dec@4000" "pre@4000" "rss MB" "bytes/pos" "vs f32"
 printf ',"cache_types":[' >>"$JSON"
 sep=
 for isa in $ISAS; do
@@ -107,7 +107,7 @@ for isa in $ISAS; do
 		    -v d1="$(json decode_tok_s "$TMP/ct1000")" -v d4="$(json decode_tok_s "$TMP/ct4000")" \
 		    -v p4="$(json prefill_tok_s "$TMP/ct4000")" -v rss="$(json peak_rss_bytes "$TMP/ct4000")" \
 		    -v bpp="$(json kv_bytes_per_pos "$TMP/ct4000")" -v sep="$sep" -v json="$JSON" 'BEGIN {
-			printf "%-7s %-11s %8.1f %8.1f %8.1f %10.1f %9.1f %11.0f %7.1f%%\n", isa, kt, d0, d1, d4, p4,
+			printf "%-10s %-11s %8.1f %8.1f %8.1f %10.1f %9.1f %11.0f %7.1f%%\n", isa, kt, d0, d1, d4, p4,
 			    rss / 1e6, bpp, 100 * bpp / 46080
 			printf "%s{\"isa\":\"%s\",\"cache\":\"%s\",\"decode_tok_s_0\":%.2f,\"decode_tok_s_1000\":%.2f,\"decode_tok_s_4000\":%.2f,\"prefill_tok_s_4000\":%.2f,\"peak_rss_bytes\":%.0f,\"bytes_per_pos\":%.1f}",
 			    sep, isa, kt, d0, d1, d4, p4, rss, bpp >>json
@@ -116,9 +116,9 @@ for isa in $ISAS; do
 	done
 done
 printf ']' >>"$JSON"
-printf '%-7s %-11s %8s %8s %8s %10s\n' best "llama f16" "$(refbench -p 0 -n 32)" \
+printf '%-10s %-11s %8s %8s %8s %10s\n' best "llama f16" "$(refbench -p 0 -n 32)" \
     "$(refbench -p 0 -n 32 -d 1000)" "$(refbench -p 0 -n 32 -d 4000)" "$(refbench -p 4000 -n 0)"
-printf '%-7s %-11s %8s %8s %8s\n' best "llama q8_0" "$(refbench -p 0 -n 32 -ctk q8_0 -ctv q8_0 -fa 1)" \
+printf '%-10s %-11s %8s %8s %8s\n' best "llama q8_0" "$(refbench -p 0 -n 32 -ctk q8_0 -ctv q8_0 -fa 1)" \
     "$(refbench -p 0 -n 32 -d 1000 -ctk q8_0 -ctv q8_0 -fa 1)" \
     "$(refbench -p 0 -n 32 -d 4000 -ctk q8_0 -ctv q8_0 -fa 1)"
 echo "llama: llama.cpp's llama-bench on the same file, its best kernels (llama q8_0: -ctk q8_0 -ctv q8_0 -fa 1);"
@@ -224,8 +224,8 @@ printf ']' >>"$JSON"
 # where rows are 1536 wide.
 echo
 echo "accuracy of the weight types against the f32 model: mean |change of log p| (SmolLM2 shape, std 0.05, 300 random tokens)"
-echo "(each instruction set: AVX2 rounds x to 16 bits for q4_0, q5_0, q4_K and q6_K, its integer rule)"
-printf '%-11s %-7s %10s %12s\n' weights isa "mean |dlp|" "llama.cpp"
+echo "(each instruction set: AVX2 rounds x to 16 bits for q4_0, q5_0, q4_K and q6_K, avx512vnni for q8_0)"
+printf '%-11s %-10s %10s %12s\n' weights isa "mean |dlp|" "llama.cpp"
 wf="$TMP/smollm2-135m-f32-std05.gguf"
 [ -f "$wf" ] || tests/mkmodel -s smollm2-135m -t f32 -w 0.05 -o "$wf" || exit 1
 rf=no
@@ -241,7 +241,7 @@ for wt in q8_0 q4_0 q4_K_mix; do
 		LLM_ISA=$isa $D -m "$wf" -t "$th" --score <"$TMP/r300" >"$TMP/w-f32" 2>/dev/null || exit 1
 		LLM_ISA=$isa $D -m "$f" -t "$th" --score <"$TMP/r300" >"$TMP/w-x" 2>/dev/null || exit 1
 		ours=$(meanabs "$TMP/w-f32" "$TMP/w-x")
-		printf '%-11s %-7s %10s %12s\n' "$wt" "$isa" "$ours" "$ref"
+		printf '%-11s %-10s %10s %12s\n' "$wt" "$isa" "$ours" "$ref"
 		printf '%s{"weights":"%s","isa":"%s","mean_abs_dlogp":%s,"llama_cpp_mean_abs_dlogp":"%s"}' \
 		    "$sep" "$wt" "$isa" "$ours" "$ref" >>"$JSON"
 		sep=,
@@ -397,9 +397,9 @@ vs() {
 		po = pk > 0 ? sprintf("%5.0f%%", 100 * o * fl / pk) : "     -"
 		pr = pk > 0 && r > 0 ? sprintf("%5.0f%%", 100 * r * fl / pk) : "     -"
 		if (q < 0)
-			printf "%-7s %-9s %-6s %9.1f %9s %7s %15s %s %s\n", isa, ty, t, o, "-", "-", "-", po, pr
+			printf "%-10s %-9s %-6s %9.1f %9s %7s %15s %s %s\n", isa, ty, t, o, "-", "-", "-", po, pr
 		else
-			printf "%-7s %-9s %-6s %9.1f %9.1f %6.2fx %7.2f-%.2fx %s %s\n", isa, ty, t, o, r, q,
+			printf "%-10s %-9s %-6s %9.1f %9.1f %6.2fx %7.2f-%.2fx %s %s\n", isa, ty, t, o, r, q,
 			    lo(FILES "vs-ratio"), hi(FILES "vs-ratio"), po, pr
 		printf "%s{\"isa\":\"%s\",\"type\":\"%s\",\"test\":\"%s\",\"tok_s\":%.2f,\"llama_cpp_tok_s\":%.2f,\"ratio_median\":%.3f,\"ratio_min\":%.3f,\"ratio_max\":%.3f,\"pct_of_fma_peak\":%.1f}",
 		    sep, isa, ty, t, o, r, q, q < 0 ? -1 : lo(FILES "vs-ratio"), q < 0 ? -1 : hi(FILES "vs-ratio"),
@@ -409,7 +409,7 @@ vs() {
 }
 echo
 echo "against llama.cpp ($th threads, $ROUNDS alternating rounds; medians, and the range of the ratio)"
-printf '%-7s %-9s %-6s %9s %9s %7s %15s %6s %6s\n' isa type test "llm/s" "llama/s" ratio range "%peak" "llama"
+printf '%-10s %-9s %-6s %9s %9s %7s %15s %6s %6s\n' isa type test "llm/s" "llama/s" ratio range "%peak" "llama"
 printf ',"vs_llama_cpp":[' >>"$JSON"
 vsep=
 for isa in $ISAS; do
