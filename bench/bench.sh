@@ -421,6 +421,7 @@ for isa in $ISAS; do
 done
 printf ']' >>"$JSON"
 echo "%peak: prefill's multiply-adds per second (weights and attention) over bench/fmapeak's peak of $th threads, ours and llama.cpp's"
+echo "(the f32 multiply-add peak: avx512vnni's q8_0 products and llama.cpp's quantized ones run as integer dot products, whose peak is higher)"
 
 # Threads under load (issue 9): decode with the default thread count while
 # one busy process per CPU competes for the cores, against the same run idle.

@@ -194,6 +194,45 @@ simd_kernels_match_the_scalar_kernel(void)
 }
 
 /*
+ * x rounded once (quant_round, its tokens in two pieces as two threads
+ * share them) and products of row ranges (quant_gemm_rounded, as a
+ * batch's claims) give quant_gemm's bits, where the kernels in use take
+ * x rounded once.
+ */
+static void
+rounding_once_gives_the_same_bits(void)
+{
+	enum { ROWS = 100, T = 37, COLS = 96, LDX = 101 };
+	static const int cuts[] = { 0, 48, 61, ROWS };	/* a tile of 48 rows, then part-filled panels */
+	float *w = xmalloc(ROWS * COLS * sizeof *w), *x = xmalloc(T * LDX * sizeof *x);
+	float *ref = xmalloc(T * ROWS * sizeof *ref), *got = xmalloc(T * ROWS * sizeof *got), *xr;
+	size_t rb = quant_row_bytes(GGML_Q8_0, COLS);
+	unsigned char *q = xmalloc(ROWS * rb);
+	int i, bad = 0;
+
+	if (!quant_rounds_once(GGML_Q8_0)) {
+		free(w), free(x), free(ref), free(got), free(q);
+		SKIP("the kernels in use (%s) take no type rounded once", quant_isa_name(quant_isa()));
+	}
+	for (i = 0; i < ROWS * COLS; i++)
+		w[i] = rnd();
+	for (i = 0; i < T * LDX; i++)
+		x[i] = rnd() * (i % 7 + 1);
+	for (i = 0; i < ROWS; i++)
+		quantize_row(GGML_Q8_0, w + i * COLS, q + i * rb, COLS);
+	quant_gemm(GGML_Q8_0, q, rb, 0, ROWS, COLS, x, LDX, T, ref, ROWS);
+	xr = xmalloc(quant_rounded_floats(T, COLS) * sizeof *xr);
+	quant_round(x, LDX, 0, 20, T, COLS, xr);
+	quant_round(x, LDX, 20, T, T, COLS, xr);
+	for (i = 0; i < 3; i++)
+		quant_gemm_rounded(GGML_Q8_0, q, rb, cuts[i], cuts[i + 1], COLS, xr, T, got, ROWS);
+	for (i = 0; i < T * ROWS; i++)
+		bad += memcmp(&ref[i], &got[i], sizeof *ref) != 0;
+	CHECK(bad == 0, "%s: %d of %d outputs differ from quant_gemm's", quant_isa_name(quant_isa()), bad, T * ROWS);
+	free(w), free(x), free(ref), free(got), free(q), free(xr);
+}
+
+/*
  * Activations the integer rule rounds with care: zeros give exact zeros,
  * a block too small to scale (below 1e-30) counts as zeros, and one
  * huge block does not overflow; on every instruction set, finite.
@@ -383,6 +422,7 @@ main(void)
 	TEST(hand_computed_blocks_dequantize_as_the_spec_says);
 	TEST(reference_quantizers_round_trip);
 	TEST(simd_kernels_match_the_scalar_kernel);
+	TEST(rounding_once_gives_the_same_bits);
 	TEST(extreme_activations_stay_finite);
 	TEST(kv_kernels_match_scalar_and_ignore_their_company);
 	TEST(f32_values_match_scalar_and_ignore_their_company);
