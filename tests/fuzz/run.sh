@@ -33,6 +33,7 @@ for src in lib/*.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
 	case "$src" in
 	lib/quant_avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
 	lib/quant_avx512.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512" ;;
+	lib/quant_vnni.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni" ;;
 	*) flags="$CF $SAN" ;;
 	esac
 	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib tests -name '*.h' -newer "$o")" ]; then
