@@ -132,9 +132,12 @@ reference_quantizers_round_trip(void)
 static void
 simd_kernels_match_the_scalar_kernel(void)
 {
-	/* T past 64: the batch's vector paths; ROWS past two blocks of f32 rows (BLOCK_BYTES) */
-	enum { ROWS = 150, T = 75, MAXC = 576 };
-	static const int cols_list[] = { 512, 576, 96, 40, 13 };	/* whole chunks and tails */
+	/*
+	 * T past 64: the batch's vector paths; ROWS past two blocks of f32 rows
+	 * (BLOCK_BYTES); FFN-down's 1536 columns, and 1004 with a tail
+	 */
+	enum { ROWS = 150, T = 75, MAXC = 1536 };
+	static const int cols_list[] = { 512, 576, 96, 40, 13, 1004, 1536 };	/* whole chunks and tails */
 	int best = quant_isa(), isa, ti, ci, r, t, i;
 	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
 	float ref[T][ROWS], got[T][ROWS], one, dec[ROWS];
@@ -145,7 +148,7 @@ simd_kernels_match_the_scalar_kernel(void)
 	for (i = 0; i < T * MAXC; i++)
 		x[i] = rnd();
 	for (ti = 0; ti < NTYPES; ti++)
-		for (ci = 0; ci < 5; ci++) {
+		for (ci = 0; ci < (int)(sizeof cols_list / sizeof *cols_list); ci++) {
 			uint32_t type = all_types[ti];
 			int cols = cols_list[ci];
 			size_t rb;
