@@ -117,9 +117,10 @@ scales16(const char *blk, size_t row_bytes, int R)
 }
 
 /*
- * Decode: R rows (16, or fewer at the end) against one token.  The rows after next are fetched a few lines a block, in address order,
- * as in the f32 tiles (the hardware prefetcher does not follow 16 rows
- * read side by side).
+ * Decode: R rows (16, or fewer at the end) against one token.  The rows
+ * after next are fetched a few lines a block, in address order, as in
+ * the f32 tiles (the hardware prefetcher does not follow 16 rows read
+ * side by side).
  */
 static inline __attribute__((always_inline)) void
 decode_rows(const char *w, size_t row_bytes, int R, int nb, const int16_t *xq, const float *dx,
@@ -206,12 +207,15 @@ tile(const int32_t *panels, const float *scales, int P, int nb, const int16_t *x
 			acc[p][t] = _mm512_setzero_ps();
 	for (b = 0; b < nb; b++) {
 		const int32_t *wb = panels + (size_t)b * 256;
-		const int32_t *xb = (const int32_t *)(xq + (size_t)b * 32);
+		const int16_t *xb = xq + (size_t)b * 32;
 		UNROLL for (k = 0; k < 16; k++) {
 			UNROLL for (p = 0; p < P; p++)
 				wv[p] = _mm512_load_si512(wb + p * pstride + k * 16);
 			UNROLL for (t = 0; t < T; t++) {
-				__m512i xv = _mm512_set1_epi32(xb[(size_t)t * ldq / 2 + k]);
+				int32_t pair;	/* x's integers 2k and 2k + 1, by memcpy: int16 storage */
+				__m512i xv;
+				memcpy(&pair, xb + (size_t)t * ldq + 2 * k, sizeof pair);
+				xv = _mm512_set1_epi32(pair);
 				UNROLL for (p = 0; p < P; p++)
 					sum[p][t] = k == 0 ? _mm512_madd_epi16(wv[p], xv) :
 					    _mm512_dpwssd_epi32(sum[p][t], wv[p], xv);
