@@ -300,10 +300,9 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
     float *out, size_t ldo, float *pack)
 {
 	int nb = cols / 32, r, n, p;
-	float *dx;
+	float *dx, *scales;
 	const int16_t *xq = rounded_parts(xr, T, cols, &dx);
-	int32_t *panels = (int32_t *)(((uintptr_t)pack + 63) & ~(uintptr_t)63);
-	float *scales = (float *)(panels + (size_t)PANELS * nb * 256);
+	int32_t *panels;
 
 	/* one token: rows as they lie (two tokens packed run 25% faster than one at a time) */
 	if (T == 1) {
@@ -313,6 +312,8 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 			decode_rows(wc + (size_t)r * row_bytes, row_bytes, r1 - r, nb, xq, dx, out + r, 0);
 		return;
 	}
+	panels = (int32_t *)(((uintptr_t)pack + 63) & ~(uintptr_t)63);
+	scales = (float *)(panels + (size_t)PANELS * nb * 256);
 	for (r = r0; r < r1; r += n) {
 		n = r1 - r < 16 * PANELS ? r1 - r : 16 * PANELS;
 		for (p = 0; 16 * p < n; p++)
