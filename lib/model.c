@@ -637,7 +637,7 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 	job.slice = job.total_rows / (8 * pool_threads(m->pool)) / 48 * 48;
 	if (job.slice < 48)
 		job.slice = 48;
-	run(m, matmul_worker, &job, (long long)job.total_rows * mv[0].w->cols * T);
+	run(m, matmul_worker, &job, (long long)job.total_rows * cols * T);
 }
 
 /*

@@ -568,6 +568,29 @@ reads_newest_as(struct model *mm, int k, int v, const int *ids, int n, int same,
 }
 
 /*
+ * On the tiny q8_0 model's first n positions, each cache of types
+ * (K and V) against the one of types ref_k and ref_v: reads_newest_as.
+ */
+static void
+newest_read_as(int n, int ref_k, int ref_v, const int (*types)[2], int ntypes, int same, const char *as)
+{
+	struct model mm;
+	float *want;
+	int *ids = xmalloc((size_t)n * sizeof *ids);
+
+	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
+	want = xmalloc((size_t)n * mm.c.vocab_size * sizeof(float));
+	for (int i = 0; i < n; i++)
+		ids[i] = (i * 29 + 3) % mm.c.vocab_size;
+	typed_logits(&mm, ref_k, ref_v, ids, n, 1, want);
+	for (int t = 0; t < ntypes; t++)
+		reads_newest_as(&mm, types[t][0], types[t][1], ids, n, same, want, as);
+	free(want);
+	free(ids);
+	model_free(&mm);
+}
+
+/*
  * q4_0 values read their own group and the KV_BACK positions before it
  * from a ring of q8_0 rows, rotated as q8_0 values are: the first
  * KV_GROUP + KV_BACK positions give the logits of q8_0 values bit for
@@ -576,19 +599,9 @@ reads_newest_as(struct model *mm, int k, int v, const int *ids, int n, int same,
 static void
 q4_0_values_read_their_newest_in_q8_0(void)
 {
-	enum { N = 160 };
-	struct model mm;
-	float *want;
-	int ids[N];
+	static const int types[][2] = { { KV_F32, KV_Q4_0 } };
 
-	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
-	want = xmalloc(N * (size_t)mm.c.vocab_size * sizeof(float));
-	for (int i = 0; i < N; i++)
-		ids[i] = (i * 29 + 3) % mm.c.vocab_size;
-	typed_logits(&mm, KV_F32, KV_Q8_0, ids, N, 1, want);
-	reads_newest_as(&mm, KV_F32, KV_Q4_0, ids, N, KV_GROUP + KV_BACK, want, "q8_0 values");
-	free(want);
-	model_free(&mm);
+	newest_read_as(160, KV_F32, KV_Q8_0, types, 1, KV_GROUP + KV_BACK, "q8_0 values");
 }
 
 /*
@@ -599,21 +612,9 @@ q4_0_values_read_their_newest_in_q8_0(void)
 static void
 f16_cache_reads_its_own_group_exactly(void)
 {
-	enum { N = 40 };
 	static const int types[][2] = { { KV_F16, KV_F16 }, { KV_F16, KV_F32 }, { KV_F32, KV_F16 } };
-	struct model mm;
-	float *want;
-	int ids[N];
 
-	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
-	want = xmalloc(N * (size_t)mm.c.vocab_size * sizeof(float));
-	for (int i = 0; i < N; i++)
-		ids[i] = (i * 29 + 3) % mm.c.vocab_size;
-	typed_logits(&mm, KV_F32, KV_F32, ids, N, 1, want);
-	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-		reads_newest_as(&mm, types[t][0], types[t][1], ids, N, KV_GROUP, want, "f32");
-	free(want);
-	model_free(&mm);
+	newest_read_as(40, KV_F32, KV_F32, types, 3, KV_GROUP, "f32");
 }
 
 /*
