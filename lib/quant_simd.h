@@ -125,12 +125,24 @@ CAT(PREFIX, tile_##TYPE)(const char *w, size_t row_bytes, int R, int cols,      
 				acc[r][t] = FMA(wv[r], xv, acc[r][t]);                   \
 		}                                                                        \
 	}                                                                                \
-	UNROLL for (t = 0; t < T; t++) {                                                 \
+	/* four sums at once: a token's four rows, or (fewer rows) a row's four tokens */ \
+	UNROLL for (t = 0; R >= 4 && t < T; t++) {                                       \
 		r = 0;                                                                   \
 		UNROLL for (; r + 4 <= R; r += 4)                                        \
 			REDUCE4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t],   \
 			    out + (size_t)t * ldo + r);                                  \
 		UNROLL for (; r < R; r++)                                                \
+			out[(size_t)t * ldo + r] = REDUCE(acc[r][t]);                    \
+	}                                                                                \
+	UNROLL for (r = 0; R < 4 && r < R; r++) {                                        \
+		float s[4];                                                              \
+		t = 0;                                                                   \
+		UNROLL for (; t + 4 <= T; t += 4) {                                      \
+			REDUCE4(acc[r][t], acc[r][t + 1], acc[r][t + 2], acc[r][t + 3], s); \
+			UNROLL for (c = 0; c < 4; c++)                                   \
+				out[(size_t)(t + c) * ldo + r] = s[c];                   \
+		}                                                                        \
+		UNROLL for (; t < T; t++)                                                \
 			out[(size_t)t * ldo + r] = REDUCE(acc[r][t]);                    \
 	}                                                                                \
 }                                                                                        \
