@@ -754,6 +754,7 @@ struct attn_job {
 	int layer, pos, n;	/* tokens at positions pos..pos+n-1 */
 	int row;		/* the first token's row in the batch */
 	float *keys;		/* a thread's: the q8_0 tail keys a query reads, widened (tile_keys) */
+	atomic_int *next;	/* a batch's next (tile, KV head) to claim */
 };
 
 /* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
@@ -1074,8 +1075,15 @@ attention_worker(void *arg, int ith, int nth)
 
 	own.keys = tile_keys(m, ith);
 
-	for (work = ith; work < tiles * c->n_kv_heads; work += nth) {
-		int kvh = work % c->n_kv_heads, i0 = work / c->n_kv_heads * ATTN_TILE;
+	/*
+	 * Tiles and KV heads claimed in turn, the last tiles (the most
+	 * positions) first: shared out by turns, a thread slowed by a
+	 * neighbour held the other up at every layer.
+	 */
+	(void)nth;
+	while ((work = atomic_fetch_add_explicit(job->next, 1, memory_order_relaxed)) <
+	    tiles * c->n_kv_heads) {
+		int kvh = work % c->n_kv_heads, i0 = (tiles - 1 - work / c->n_kv_heads) * ATTN_TILE;
 		int i1 = i0 + ATTN_TILE < job->n ? i0 + ATTN_TILE : job->n;
 
 		/* the tile's queries side by side: token by token, the heads of this KV head */
@@ -1194,6 +1202,7 @@ attention(struct model *m, struct attn_job *job)
 	const struct model_config *c = &m->c;
 	int nth = pool_threads(m->pool);
 	long long seen = kv_seen(job->kv, job->pos);
+	atomic_int next;
 
 	/* the split needs a row of att per query head */
 	if (job->n == 1 && nth > 1 && seen * c->kv_dim >= SPLIT_MIN && c->n_kv_heads <= nth * ATTN_TILE) {
@@ -1202,6 +1211,8 @@ attention(struct model *m, struct attn_job *job)
 		pool_run(m->pool, split_values, job);
 		return;
 	}
+	atomic_init(&next, 0);
+	job->next = &next;
 	run(m, attention_worker, job, job->n * seen * c->n_heads * c->head_dim);
 }
 
@@ -1290,7 +1301,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 			if ((k == m->kbuf && kv_put_k(kv, l, p, b, k + (size_t)i * KV, KV) < 0) ||
 			    (v == m->vbuf && kv_put_v(kv, l, p, b, v + (size_t)i * KV, KV) < 0))
 				goto fail;
-			aj = (struct attn_job){ m, kv, l, p, b, i, NULL };
+			aj = (struct attn_job){ m, kv, l, p, b, i, NULL, NULL };
 			attention(m, &aj);
 			kv_put_tail(kv, l, p, b, k == m->kbuf ? k + (size_t)i * KV : NULL,
 			    v == m->vbuf ? v + (size_t)i * KV : NULL, KV);
