@@ -551,11 +551,11 @@ add_norm(struct model *m, float *out, float *x, const float *add, const float *w
  * weight matrix writes T output rows of ldo floats.  Threads split the
  * weight rows of all the matrices together, in multiples of 8: halves
  * for one token, whose products are too short to share finer; a batch's
- * in slices (multiples of 48 rows, about 8 a thread) that the threads
- * claim in turn, so that a thread slowed by a neighbour does fewer of
- * them: with halves, a batch's two threads finished up to a quarter of
- * their time apart.  Each output is computed the same way whoever
- * computes it.
+ * in slices (multiples of 48 rows, about 8 a thread, down to 48 rows as
+ * the rows left run out) that the threads claim in turn, so that a thread
+ * slowed by a neighbour does fewer of them: with halves, a batch's two
+ * threads finished up to a quarter of their time apart.  Each output is
+ * computed the same way whoever computes it.
  */
 struct matvec {
 	float *out;
@@ -609,10 +609,18 @@ matmul_worker(void *arg, int ith, int nth)
 		matmul_rows(job, lo, hi);
 		return;
 	}
-	while ((lo = atomic_fetch_add_explicit(&job->next, job->slice, memory_order_relaxed)) <
-	    job->total_rows) {
-		hi = lo + job->slice < job->total_rows ? lo + job->slice : job->total_rows;
-		matmul_rows(job, lo, hi);
+	lo = atomic_load_explicit(&job->next, memory_order_relaxed);
+	while (lo < job->total_rows) {
+		/* a share of what is left, smaller as it shrinks, so that the threads end together */
+		int size = (job->total_rows - lo) / (2 * nth) / 48 * 48;
+
+		size = size < 48 ? 48 : size > job->slice ? job->slice : size;
+		hi = lo + size < job->total_rows ? lo + size : job->total_rows;
+		if (atomic_compare_exchange_weak_explicit(&job->next, &lo, hi, memory_order_relaxed,
+		    memory_order_relaxed)) {
+			matmul_rows(job, lo, hi);
+			lo = atomic_load_explicit(&job->next, memory_order_relaxed);
+		}
 	}
 }
 
