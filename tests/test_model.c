@@ -938,7 +938,9 @@ window_before_slide_is_plain(void)
 /*
  * Embeddings: mean and last pooling against a direct computation from
  * the hidden states of a plain forward pass, normalization to unit
- * length, and the same bits whatever ran before.
+ * length, and the same bits whatever ran before.  The hidden states are
+ * those the logits come from: the last one through the output matrix
+ * gives a prompt's logits bit for bit.
  */
 static void
 embeddings_pool_the_final_hidden_states(void)
@@ -947,7 +949,7 @@ embeddings_pool_the_final_hidden_states(void)
 	struct model mm;
 	struct kv kv;
 	int ids[N], i, d, err, D;
-	float *h, *mean, *last, *unit, *again;
+	float *h, *mean, *last, *unit, *again, *logits, *want;
 	double s, ss;
 
 	CHECK(model_load(&mm, tiny_model(GGML_Q8_0)) == 0, "%s", llm_err());
@@ -963,6 +965,15 @@ embeddings_pool_the_final_hidden_states(void)
 		model_forward_hidden(&mm, &kv, ids + i, 1, i, h + (size_t)i * D, &err);
 		CHECK(!err, "%s", llm_err());
 	}
+	logits = xmalloc((size_t)mm.c.vocab_size * sizeof *logits);
+	quant_gemm(mm.output.type, mm.output.data, mm.output.row_bytes, 0, mm.output.rows, D,
+	    h + (size_t)(N - 1) * D, (size_t)D, 1, logits, (size_t)mm.c.vocab_size);
+	kv_clear(&kv);
+	want = model_prefill(&mm, &kv, ids, N, 0, 1, &err);
+	CHECK(!err, "%s", llm_err());
+	CHECK(memcmp(logits, want, (size_t)mm.c.vocab_size * sizeof *want) == 0,
+	    "the last hidden state does not give the prompt's logits");
+	free(logits);
 	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, mean) == 0, "%s", llm_err());
 	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_LAST, 0, last) == 0, "%s", llm_err());
 	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 1, unit) == 0, "%s", llm_err());
