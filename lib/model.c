@@ -513,8 +513,7 @@ norm_rows(void *arg, int ith, int nth)
 		float *x = j->x + i * len;
 		for (size_t e = 0; j->add && e < len; e++)
 			x[e] += j->add[i * len + e];
-		if (j->weight)
-			rmsnorm(j->out + i * len, x, j->weight, j->len, j->eps);
+		rmsnorm(j->out + i * len, x, j->weight, j->len, j->eps);
 	}
 }
 
@@ -528,16 +527,16 @@ silu_rows(void *arg, int ith, int nth)
 	quant_silu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
 }
 
+/* g = silu(g) * u, for each of n rows of the FFN. */
 static void
-rows(struct model *m, pool_fn fn, float *out, float *x, const float *weight, int n, int len,
-    float eps)
+swiglu(struct model *m, float *g, float *u, int n)
 {
-	struct rows_job job = { out, x, weight, n, len, eps, NULL };
+	struct rows_job job = { g, u, NULL, n, m->c.ffn_dim, 0, NULL };
 
-	run(m, fn, &job, (long long)n * len * ROW_COST);
+	run(m, silu_rows, &job, (long long)n * m->c.ffn_dim * ROW_COST);
 }
 
-/* x += add, then out = norm(x) * weight (none without a weight), for each of n rows. */
+/* x += add (if not NULL), then out = norm(x) * weight, for each of n rows. */
 static void
 add_norm(struct model *m, float *out, float *x, const float *add, const float *weight, int n)
 {
@@ -1326,19 +1325,18 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 		add_norm(m, m->xb, m->x, m->xb2, L->ffn_norm, n);
 		struct matvec gate_up[] = { { m->hb, F, &L->w_gate }, { m->hb2, F, &L->w_up } };
 		matmul(m, gate_up, 2, m->xb, D, n);
-		rows(m, silu_rows, m->hb, m->hb2, NULL, n, F, 0);
+		swiglu(m, m->hb, m->hb2, n);
 		struct matvec down[] = { { m->xb2, D, &L->w_down } };
 		matmul(m, down, 1, m->hb, F, n);
 	}
-	/* the last layer's FFN output joins the residual stream */
-	add_norm(m, NULL, m->x, m->xb2, NULL, n);
+	/* the last layer's FFN output joins the residual stream of the rows wanted, in their output norm */
 	kv->seq_len = pos + n;
 	if (hidden) {
-		rows(m, norm_rows, hidden, m->x, m->output_norm, n, D, c->rms_eps);
+		add_norm(m, hidden, m->x, m->xb2, m->output_norm, n);
 		return hidden;
 	}
 	if (all_logits) {
-		rows(m, norm_rows, m->x, m->x, m->output_norm, n, D, c->rms_eps);
+		add_norm(m, m->x, m->x, m->xb2, m->output_norm, n);
 		struct matvec out[] = { { all_logits, (size_t)c->vocab_size, &m->output } };
 		matmul(m, out, 1, m->x, D, n);
 		return all_logits;
@@ -1348,7 +1346,7 @@ forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
 
 	/* Only the last token's logits: the output matrix is the largest. */
 	float *last = m->x + (size_t)(n - 1) * D;
-	rmsnorm(last, last, m->output_norm, D, c->rms_eps);
+	add_norm(m, last, last, m->xb2 + (size_t)(n - 1) * D, m->output_norm, 1);
 	struct matvec out[] = { { m->logits, 0, &m->output } };
 	matmul(m, out, 1, last, D, 1);
 	return m->logits;
