@@ -604,11 +604,12 @@ matmul_rows(const struct matmul_job *job, int lo, int hi)
 }
 
 /*
- * One token: each thread takes its own share's rows from the front, a
- * part at a time in one stream (the tiles prefetch into the next part),
- * then halves of what others have left, from the back.  Parts are
- * multiples of 16 rows, whole decode tiles (8 rows, 16 for AVX-512's
- * integer rule).
+ * One token: each thread takes its own share's rows from the front, half
+ * of what is left at a time (at least 64 rows: each part is a call, and
+ * AVX2's integer rule rounds x once a call), in one stream (the tiles
+ * prefetch into the next part), then halves of what others have left,
+ * from the back.  Parts are multiples of 16 rows, whole decode tiles (8
+ * rows, 16 for AVX-512's integer rule).
  */
 static void
 matvec_share(struct matmul_job *job, int ith, int nth)
@@ -621,8 +622,8 @@ matvec_share(struct matmul_job *job, int ith, int nth)
 		lo = (int)(uint32_t)s, hi = (int)(s >> 32);
 		if (lo >= hi)
 			break;
-		size = (hi - lo) / 4 / 16 * 16;
-		size = size < 32 ? 32 : size;
+		size = (hi - lo) / 2 / 16 * 16;
+		size = size < 64 ? 64 : size;
 		size = size > hi - lo ? hi - lo : size;
 		if (atomic_compare_exchange_weak_explicit(share, &s, SHARE(lo + size, hi),
 		    memory_order_relaxed, memory_order_relaxed)) {
@@ -698,10 +699,11 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 		once |= quant_rounds_once(mv[i].w->type);
 	}
 	/*
-	 * A batch's products that round x take it rounded once, not once a
-	 * claim: rounded in every claim, it took 13% of a q8_0 prompt.
+	 * Products that round x take it rounded once, not once a claim:
+	 * rounded in every claim, it took 13% of a q8_0 prompt (and one
+	 * token's shares are claimed in parts).
 	 */
-	if (T > 1 && once) {
+	if (once) {
 		size_t need = quant_rounded_floats(T, cols);
 		if (need > m->xr_floats) {
 			free(m->xr);
