@@ -605,11 +605,11 @@ matmul_rows(const struct matmul_job *job, int lo, int hi)
 
 /*
  * One token: each thread takes its own share's rows from the front, half
- * of what is left at a time (at least 64 rows: each part is a call, and
- * AVX2's integer rule rounds x once a call), in one stream (the tiles
- * prefetch into the next part), then halves of what others have left,
- * from the back.  Parts are multiples of 16 rows, whole decode tiles (8
- * rows, 16 for AVX-512's integer rule).
+ * of what is left at a time (at least 64 rows: a part is a call, and 32
+ * measured no better), in one stream (the tiles prefetch into the next
+ * part), then halves of what others have left, from the back.  Parts
+ * are multiples of 16 rows, whole decode tiles (8 rows, 16 for
+ * AVX-512's integer rule).
  */
 static void
 matvec_share(struct matmul_job *job, int ith, int nth)
@@ -700,8 +700,8 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 	}
 	/*
 	 * Products that round x take it rounded once, not once a claim:
-	 * rounded in every claim, it took 13% of a q8_0 prompt (and one
-	 * token's shares are claimed in parts).
+	 * rounded in every claim, it took 13% of a q8_0 prompt, and one
+	 * token's shares are claimed in parts.
 	 */
 	if (once) {
 		size_t need = quant_rounded_floats(T, cols);

@@ -26,10 +26,11 @@ typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int
 gemm_fn quant_avx2_gemm, quant_avx512_gemm;
 void quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo);
-size_t quant_vnni_rounded_floats(int T, int cols);
-void quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
-void quant_vnni_gemm_rounded(const void *w, size_t row_bytes, int r0, int r1, int cols,
+typedef void round_fn(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+round_fn quant_avx2_round, quant_vnni_round;
+typedef void gemm_rounded_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo);
+gemm_rounded_fn quant_avx2_gemm_rounded, quant_vnni_gemm_rounded;
 int quant_avx2_rounds_x(uint32_t type), quant_avx512_rounds_x(uint32_t type);
 typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
     const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
@@ -712,27 +713,33 @@ quant_rounds_x(uint32_t type)
 int
 quant_rounds_once(uint32_t type)
 {
-	return isa_in_use == QUANT_AVX512VNNI && type == GGML_Q8_0;
+	return quant_rounds_x(type);
 }
 
+/* the parts of quant_rounded_parts and 16 floats to align them */
 size_t
 quant_rounded_floats(int T, int cols)
 {
-	return quant_vnni_rounded_floats(T, cols);
+	return ((size_t)T * cols / 2 + 15) / 16 * 16 + 2 * (((size_t)T * (cols / 32) + 15) / 16 * 16) + 16;
 }
 
 void
 quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
-	quant_vnni_round(x, ldx, t0, t1, T, cols, xr);
+	if (isa_in_use == QUANT_AVX512VNNI)
+		quant_vnni_round(x, ldx, t0, t1, T, cols, xr);
+	else if (isa_in_use == QUANT_AVX2)
+		quant_avx2_round(x, ldx, t0, t1, T, cols, xr);
 }
 
 void
 quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
-	(void)type;	/* q8_0, the one type quant_rounds_once takes */
-	quant_vnni_gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo);
+	if (isa_in_use == QUANT_AVX512VNNI)	/* q8_0, the one type it rounds */
+		quant_vnni_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
+	else if (isa_in_use == QUANT_AVX2)
+		quant_avx2_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 }
 
 int

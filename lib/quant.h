@@ -148,9 +148,10 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 int quant_rounds_x(uint32_t type);
 
 /*
- * x rounded once, for a batch whose every product rounds it the same way
- * (several matrices, several threads): quant_rounds_once says which types
- * take it.  xr holds quant_rounded_floats(T, cols) floats; quant_round
+ * x rounded once, for a batch whose products round it (several matrices,
+ * several threads, a token's rows in parts): quant_rounds_once says which
+ * types take it, all those quant_rounds_x names, for one rounding serves
+ * every type.  xr holds quant_rounded_floats(T, cols) floats; quant_round
  * fills tokens [t0, t1) of it (threads may share the tokens out), and
  * quant_gemm_rounded then gives quant_gemm's bits with xr in place of x.
  */
@@ -159,6 +160,22 @@ size_t quant_rounded_floats(int T, int cols);
 void quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
 void quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo);
+
+/*
+ * For the kernels, the parts of xr: x's integers xq[t * cols + k] from
+ * the first 64-byte boundary, their scales dx[t * nb + b] (nb = cols / 32
+ * blocks), and each block's sum xsum[b * T + t], its integers' exact sum
+ * times its scale (for the types whose weights have a minimum).
+ */
+static inline int16_t *
+quant_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum)
+{
+	int16_t *xq = (int16_t *)(((uintptr_t)xr + 63) & ~(uintptr_t)63);
+
+	*dx = (float *)xq + ((size_t)T * cols / 2 + 15) / 16 * 16;
+	*xsum = *dx + ((size_t)T * (cols / 32) + 15) / 16 * 16;
+	return xq;
+}
 
 /*
  * Attention's weighted sum of values for the heads that share them:

@@ -656,6 +656,18 @@ quant_avx2_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
 	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
 }
 void
+quant_avx2_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+{
+	(void)x, (void)ldx, (void)t0, (void)t1, (void)T, (void)cols, (void)xr;
+}
+void
+quant_avx2_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo)
+{
+	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
+	(void)xr, (void)T, (void)out, (void)ldo;
+}
+void
 quant_avx2_softmax(float *x, int n, float scale)
 {
 	(void)x, (void)n, (void)scale;

@@ -417,24 +417,33 @@ DEFINE_TILE(q6_K, LOAD_Q6_K, LOAD_Q6_K)
 #ifdef IVEC
 #define NI (32 / (2 * LANES))	/* int16 vectors a block */
 
-/* x's integers xq and scales dx, and if xsum is not NULL each block's sum
- * (xsum[b * T + t]: the offsets' chains run along tokens) */
+/* Tokens [t0, t1) of x rounded into xr's parts (quant_rounded_parts), with
+ * the blocks' sums if sums (the offsets' chains run along tokens). */
 static void
-CAT(PREFIX, round_x)(const float *x, size_t ldx, int T, int cols, int16_t *xq, float *dx, float *xsum)
+CAT(PREFIX, round_x)(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
+	float *dx, *xsum;
+	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
 	int t, b, i, sum, nb = cols / 32;
 
-	for (t = 0; t < T; t++)
+	for (t = t0; t < t1; t++)
 		for (b = 0; b < nb; b++) {
 			int16_t *q = xq + (size_t)t * cols + 32 * b;
 			float *d = dx + (size_t)t * nb + b;
 			*d = ROUND_X(x + (size_t)t * ldx + 32 * b, q);
-			if (xsum) {
+			if (sums) {
 				for (sum = 0, i = 0; i < 32; i++)
 					sum += q[i];
 				xsum[(size_t)b * T + t] = *d * (float)sum;
 			}
 		}
+}
+
+/* quant_round: every type's sums, for one rounding serves them all */
+void
+CAT(PREFIX, round)(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+{
+	CAT(PREFIX, round_x)(x, ldx, t0, t1, T, cols, xr, 1);
 }
 
 /*
@@ -562,6 +571,11 @@ CAT(PREFIX, ibatch)(const int16_t *wq, const float *dw, int R, int nb,
 	}
 }
 
+/* A widened batch tile's int16 weights (IR rows) and its scales or offsets (IR or, for decode, 8 rows), in floats */
+#define ITILE_W(cols) (((size_t)IR * (cols) / 2 + 15) / 16 * 16)
+#define ITILE_M(cols) ((size_t)(IR > 8 ? IR : 8) * ((cols) / 32))
+#define ITILE_FLOATS(cols) (ITILE_W(cols) + 2 * ITILE_M(cols) + 16)
+
 #define DEFINE_IGEMM(TYPE, HAS_MIN)                                                      \
 /* Decode: R rows (8 or 1) against one token, each row's block as it is loaded. */   \
 static inline __attribute__((always_inline)) void                                        \
@@ -605,21 +619,18 @@ CAT(PREFIX, iwiden_##TYPE)(const char *w, size_t row_bytes, int R, int nb, int16
 		}                                                                        \
 }                                                                                        \
                                                                                          \
+/* x rounded (quant_round's xr); s: ITILE_FLOATS(cols) floats of scratch */        \
 static void                                                                              \
-CAT(PREFIX, igemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int cols,     \
-    const float *x, size_t ldx, int T, float *out, size_t ldo)                           \
+CAT(PREFIX, igemm_rounded_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int cols, \
+    const float *xr, int T, float *out, size_t ldo, float *s)                             \
 {                                                                                        \
 	int r = r0, R, nb = cols / 32;                                                   \
-	/* x's integers and scales, then a widened tile: 64-byte aligned parts */        \
-	size_t xn = ((size_t)T * cols / 2 + 15) / 16 * 16, dn = ((size_t)T * nb + 15) / 16 * 16; \
-	size_t wn = ((size_t)IR * cols / 2 + 15) / 16 * 16;                              \
-	size_t mn = (size_t)(IR > 8 ? IR : 8) * nb;	/* a tile's offsets */           \
-	float *s = quant_scratch(xn + 2 * dn + wn + 2 * mn + 16);                        \
-	int16_t *xq = (int16_t *)(((uintptr_t)s + 63) & ~(uintptr_t)63);                 \
-	float *dx = (float *)xq + xn, *xsum = dx + dn, *dw = xsum + dn + wn, *mw = dw + mn; \
-	int16_t *wq = (int16_t *)(xsum + dn);                                            \
+	float *dx, *xsum;                                                                \
+	const int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);                \
+	/* a widened tile, 64-byte aligned, its scales, and its (or decode's) offsets */ \
+	int16_t *wq = (int16_t *)(((uintptr_t)s + 63) & ~(uintptr_t)63);                 \
+	float *dw = (float *)wq + ITILE_W(cols), *mw = dw + ITILE_M(cols);               \
                                                                                          \
-	CAT(PREFIX, round_x)(x, ldx, T, cols, xq, dx, (HAS_MIN) ? xsum : NULL);    \
 	if (T == 1) {                                                                    \
 		for (; r < r1; r += R) {                                                 \
 			R = r + 8 <= r1 ? 8 : 1;                                         \
@@ -639,6 +650,17 @@ CAT(PREFIX, igemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int c
 		if ((HAS_MIN))                                                     \
 			CAT(PREFIX, ioffsets)(mw, R, nb, xsum, T, out + r, ldo);         \
 	}                                                                                \
+}                                                                                        \
+                                                                                         \
+static void                                                                              \
+CAT(PREFIX, igemm_##TYPE)(const char *w, size_t row_bytes, int r0, int r1, int cols,     \
+    const float *x, size_t ldx, int T, float *out, size_t ldo)                           \
+{                                                                                        \
+	size_t n = quant_rounded_floats(T, cols);                                        \
+	float *s = quant_scratch(n + ITILE_FLOATS(cols));                                \
+                                                                                         \
+	CAT(PREFIX, round_x)(x, ldx, 0, T, T, cols, s, (HAS_MIN));                       \
+	CAT(PREFIX, igemm_rounded_##TYPE)(w, row_bytes, r0, r1, cols, s, T, out, ldo, s + n); \
 }
 
 static inline __attribute__((always_inline)) float
@@ -663,6 +685,28 @@ DEFINE_IGEMM(q5_1, 1)
 DEFINE_IGEMM(q4_K, 1)
 DEFINE_IGEMM(q5_K, 1)
 DEFINE_IGEMM(q6_K, 0)
+
+/* quant_gemm_rounded: only for the types this file's products round x for (rounds_x) */
+void
+CAT(PREFIX, gemm_rounded)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo)
+{
+	float *s = quant_scratch(ITILE_FLOATS(cols));
+
+#define ROUNDED_BY(TYPE) if (HAS_IBLOCK_##TYPE) \
+	CAT(PREFIX, igemm_rounded_##TYPE)(w, row_bytes, r0, r1, cols, xr, T, out, ldo, s)
+	switch (type) {
+	case GGML_Q8_0: ROUNDED_BY(q8_0); break;
+	case GGML_Q4_0: ROUNDED_BY(q4_0); break;
+	case GGML_Q4_1: ROUNDED_BY(q4_1); break;
+	case GGML_Q5_0: ROUNDED_BY(q5_0); break;
+	case GGML_Q5_1: ROUNDED_BY(q5_1); break;
+	case GGML_Q4_K: ROUNDED_BY(q4_K); break;
+	case GGML_Q5_K: ROUNDED_BY(q5_K); break;
+	case GGML_Q6_K: ROUNDED_BY(q6_K); break;
+	}
+#undef ROUNDED_BY
+}
 #else
 #define GEMM_BY(TYPE) CAT(PREFIX, gemm_##TYPE)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1)
 #endif

@@ -260,27 +260,11 @@ batch_rows(const int32_t *panels, const float *scales, int n, int nb, const int1
 	}
 }
 
-/* Where x's integers and scales lie in a rounded buffer (64-byte aligned parts). */
-static int16_t *
-rounded_parts(const float *xr, int T, int cols, float **dx)
-{
-	int16_t *xq = (int16_t *)(((uintptr_t)xr + 63) & ~(uintptr_t)63);
-
-	*dx = (float *)xq + ((size_t)T * cols / 2 + 15) / 16 * 16;
-	return xq;
-}
-
-size_t
-quant_vnni_rounded_floats(int T, int cols)
-{
-	return ((size_t)T * cols / 2 + 15) / 16 * 16 + (size_t)T * (cols / 32) + 16;
-}
-
 void
 quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
-	float *dx;
-	int16_t *xq = rounded_parts(xr, T, cols, &dx);
+	float *dx, *xsum;	/* no sums: q8_0's weights have no minimum */
+	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
 	int nb = cols / 32, t, b;
 
 	for (t = t0; t < t1; t++)
@@ -300,8 +284,8 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
     float *out, size_t ldo, float *pack)
 {
 	int nb = cols / 32, r, n, p;
-	float *dx, *scales;
-	const int16_t *xq = rounded_parts(xr, T, cols, &dx);
+	float *dx, *xsum, *scales;
+	const int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
 	int32_t *panels;
 
 	/* one token: rows as they lie (two tokens packed run 25% faster than one at a time) */
@@ -328,9 +312,10 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 }
 
 void
-quant_vnni_gemm_rounded(const void *w, size_t row_bytes, int r0, int r1, int cols,
+quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
+	(void)type;	/* q8_0 */
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo,
 	    T == 1 ? NULL : quant_scratch(pack_floats(cols)));
 }
@@ -339,7 +324,7 @@ void
 quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	size_t n = quant_vnni_rounded_floats(T, cols);
+	size_t n = quant_rounded_floats(T, cols);
 	float *xr = quant_scratch(n + pack_floats(cols));
 
 	quant_vnni_round(x, ldx, 0, T, T, cols, xr);
@@ -349,22 +334,16 @@ quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
 int quant_vnni_built = 1;
 #else
 int quant_vnni_built = 0;
-size_t
-quant_vnni_rounded_floats(int T, int cols)
-{
-	(void)T, (void)cols;
-	return 0;
-}
 void
 quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
 	(void)x, (void)ldx, (void)t0, (void)t1, (void)T, (void)cols, (void)xr;
 }
 void
-quant_vnni_gemm_rounded(const void *w, size_t row_bytes, int r0, int r1, int cols,
+quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
-	(void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols, (void)xr, (void)T, (void)out, (void)ldo;
+	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols, (void)xr, (void)T, (void)out, (void)ldo;
 }
 void
 quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,

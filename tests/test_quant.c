@@ -199,40 +199,55 @@ simd_kernels_match_the_scalar_kernel(void)
 /*
  * x rounded once (quant_round, its tokens in two pieces as two threads
  * share them) and products of row ranges (quant_gemm_rounded, as a
- * batch's claims) give quant_gemm's bits, where the kernels in use take
- * x rounded once.
+ * batch's claims or a token's parts) give quant_gemm's bits, for every
+ * type that the kernels of each instruction set take rounded once, from
+ * one rounding of x: a batch and one token.
  */
 static void
 rounding_once_gives_the_same_bits(void)
 {
-	enum { ROWS = 100, T = 37, COLS = 96, LDX = 101 };
-	static const int cuts[] = { 0, 48, 61, ROWS };	/* a tile of 48 rows, then part-filled panels */
+	enum { ROWS = 100, T = 37, COLS = 512, LDX = 517 };
+	static const int cuts[] = { 0, 48, 61, 64, ROWS };	/* a tile of 48 rows, part-filled ones, 8-row decode tiles */
 	float *w = xmalloc(ROWS * COLS * sizeof *w), *x = xmalloc(T * LDX * sizeof *x);
 	float *ref = xmalloc(T * ROWS * sizeof *ref), *got = xmalloc(T * ROWS * sizeof *got), *xr;
-	size_t rb = quant_row_bytes(GGML_Q8_0, COLS);
-	unsigned char *q = xmalloc(ROWS * rb);
-	int i, bad = 0;
+	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, COLS));
+	int best = quant_isa(), isa, ti, n, i, bad, checked = 0;
 
-	if (!quant_rounds_once(GGML_Q8_0)) {
-		free(w), free(x), free(ref), free(got), free(q);
-		SKIP("the kernels in use (%s) take no type rounded once", quant_isa_name(quant_isa()));
-	}
 	for (i = 0; i < ROWS * COLS; i++)
 		w[i] = rnd();
 	for (i = 0; i < T * LDX; i++)
 		x[i] = rnd() * (i % 7 + 1);
-	for (i = 0; i < ROWS; i++)
-		quantize_row(GGML_Q8_0, w + i * COLS, q + i * rb, COLS);
-	quant_gemm(GGML_Q8_0, q, rb, 0, ROWS, COLS, x, LDX, T, ref, ROWS);
 	xr = xmalloc(quant_rounded_floats(T, COLS) * sizeof *xr);
-	quant_round(x, LDX, 0, 20, T, COLS, xr);
-	quant_round(x, LDX, 20, T, T, COLS, xr);
-	for (i = 0; i < 3; i++)
-		quant_gemm_rounded(GGML_Q8_0, q, rb, cuts[i], cuts[i + 1], COLS, xr, T, got, ROWS);
-	for (i = 0; i < T * ROWS; i++)
-		bad += memcmp(&ref[i], &got[i], sizeof *ref) != 0;
-	CHECK(bad == 0, "%s: %d of %d outputs differ from quant_gemm's", quant_isa_name(quant_isa()), bad, T * ROWS);
+	for (isa = QUANT_SCALAR; isa <= best; isa++) {
+		if (quant_set_isa(isa) != 0)
+			continue;
+		for (ti = 0; ti < NTYPES; ti++) {
+			uint32_t type = all_types[ti];
+			size_t rb = quant_row_bytes(type, COLS);
+
+			if (!quant_rounds_once(type))
+				continue;
+			for (i = 0; i < ROWS; i++)
+				quantize_row(type, w + i * COLS, q + i * rb, COLS);
+			for (n = 1; n <= T; n += T - 1) {	/* one token, then the batch */
+				quant_gemm(type, q, rb, 0, ROWS, COLS, x, LDX, n, ref, ROWS);
+				quant_round(x, LDX, 0, n / 2, n, COLS, xr);
+				quant_round(x, LDX, n / 2, n, n, COLS, xr);
+				for (i = 0; i < 4; i++)
+					quant_gemm_rounded(type, q, rb, cuts[i], cuts[i + 1], COLS, xr, n, got, ROWS);
+				for (bad = 0, i = 0; i < n * ROWS; i++)
+					bad += memcmp(&ref[i], &got[i], sizeof *ref) != 0;
+				CHECK(bad == 0, "%s %s, %d tokens: %d of %d outputs differ from quant_gemm's",
+				    quant_isa_name(isa), gguf_type_name(type), n, bad, n * ROWS);
+			}
+			checked++;
+		}
+	}
+	quant_set_isa(best);
 	free(w), free(x), free(ref), free(got), free(q), free(xr);
+	if (!checked)
+		SKIP("the kernels here (up to %s) take no type rounded once", quant_isa_name(best));
+	printf("# %d pairs of instruction set and type checked\n", checked);
 }
 
 /*
