@@ -352,13 +352,18 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 	model_free(&m);
 }
 
-/* Prefill in batches must equal decoding one token at a time, bit for bit. */
+/*
+ * Prefill in batches must equal decoding one token at a time, bit for bit;
+ * the batches on three threads, which split batches of 64 tokens or more
+ * by tokens into uneven groups.
+ */
 static void
 batched_prefill_on(uint32_t type, int isa)
 {
 	enum { N = 150 };
 	struct model mm;
 	struct kv a, b;
+	struct pool *three = pool_create(3);
 	int ids[N], err, i, n;
 	float *one, *batch;
 
@@ -370,6 +375,7 @@ batched_prefill_on(uint32_t type, int isa)
 	for (i = 0; i < N; i++)
 		model_forward(&mm, &a, ids[i], i, i == N - 1, &err);
 	memcpy(one, mm.logits, mm.c.vocab_size * sizeof *one);
+	model_set_pool(&mm, three);
 	/* chunks of several sizes, crossing the MODEL_BATCH boundary */
 	for (n = 1; n <= N; n = n * 3 + 1) {
 		kv_init(&b, mm.c.n_layers, mm.c.kv_dim, 512, 0);
@@ -388,6 +394,8 @@ batched_prefill_on(uint32_t type, int isa)
 			    gguf_type_name(type), n, l);
 		kv_free(&b);
 	}
+	model_set_pool(&mm, NULL);
+	pool_destroy(three);
 	kv_free(&a);
 	free(one);
 	model_free(&mm);
