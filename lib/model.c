@@ -558,15 +558,17 @@ add_norm(struct model *m, float *out, float *x, const float *add, const float *w
  * slowed by a neighbour does fewer of them: with halves, a batch's two
  * threads finished up to a quarter of their time apart.
  *
- * A batch of GROUP_TOKENS tokens or more is also split by tokens, a group
- * a thread, as the norms and the SwiGLU split it: a thread claims the
- * slices of its own group's rows first, then helps with the others'.  So
- * a thread mostly writes the outputs that its next norm reads, and reads
- * the inputs that its last norm wrote: with every thread writing part of
- * every token's outputs, the norms waited on the other core's cache lines
- * (6% of a 512-token f32 prompt on AVX2, against 0.7%).  Each weight is
- * read once a group instead of once, which costs little in a batch this
- * long.  Each output is computed the same way whoever computes it.
+ * A batch of GROUP_TOKENS tokens a thread or more is also split by
+ * tokens, a group a thread, as the norms and the SwiGLU split it: a
+ * thread claims the slices of its own group's rows first, then helps with
+ * the others'.  So a thread mostly writes the outputs that its next norm
+ * reads, and reads the inputs that its last norm wrote: with every thread
+ * writing part of every token's outputs, the norms waited on the other
+ * core's cache lines (6% of a 512-token f32 prompt on AVX2, now 0.7%).
+ * The price is each weight read once a group instead of once: end to
+ * end, avx512vnni f32 prompts of 512 tokens ran 6% faster, the others
+ * within the noise.  Each output is computed the same way whoever
+ * computes it.
  */
 struct matvec {
 	float *out;
@@ -575,7 +577,7 @@ struct matvec {
 };
 
 #define MAX_SHARES 64	/* threads that one token's shares or a batch's groups are for */
-#define GROUP_TOKENS 64	/* a batch this long goes in a group of tokens a thread */
+#define GROUP_TOKENS 32	/* a batch of this many a thread goes in a group of tokens a thread */
 
 struct matmul_job {
 	const struct matvec *mv;
@@ -726,7 +728,7 @@ matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t l
 	struct matmul_job job = { .mv = mv, .n = n, .x = x, .ldx = ldx, .T = T, .groups = 1 };
 	int i, cols = mv[0].w->cols, once = 0, nth = pool_threads(m->pool);
 
-	if (T >= GROUP_TOKENS && nth <= MAX_SHARES)
+	if (nth > 1 && nth <= MAX_SHARES && T >= GROUP_TOKENS * nth)
 		job.groups = nth;
 	for (i = 0; i < job.groups; i++)
 		atomic_init(&job.next[i], 0);

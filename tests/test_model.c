@@ -354,7 +354,7 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 
 /*
  * Prefill in batches must equal decoding one token at a time, bit for bit;
- * the batches on three threads, which split batches of 64 tokens or more
+ * the batches on three threads, which split batches of 96 tokens or more
  * by tokens into uneven groups.
  */
 static void
