@@ -716,11 +716,11 @@ quant_rounds_once(uint32_t type)
 	return quant_rounds_x(type);
 }
 
-/* the parts of quant_rounded_parts and 16 floats to align them */
 size_t
 quant_rounded_floats(int T, int cols)
 {
-	return ((size_t)T * cols / 2 + 15) / 16 * 16 + 2 * (((size_t)T * (cols / 32) + 15) / 16 * 16) + 16;
+	/* quant_rounded_parts' parts, and 16 floats to align them */
+	return QUANT_LINES((size_t)T * cols / 2) + 2 * QUANT_LINES((size_t)T * (cols / 32)) + 16;
 }
 
 void

@@ -167,13 +167,15 @@ void quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, 
  * blocks), and each block's sum xsum[b * T + t], its integers' exact sum
  * times its scale (for the types whose weights have a minimum).
  */
+#define QUANT_LINES(floats) (((size_t)(floats) + 15) / 16 * 16)	/* in whole 64-byte lines */
+
 static inline int16_t *
 quant_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum)
 {
 	int16_t *xq = (int16_t *)(((uintptr_t)xr + 63) & ~(uintptr_t)63);
 
-	*dx = (float *)xq + ((size_t)T * cols / 2 + 15) / 16 * 16;
-	*xsum = *dx + ((size_t)T * (cols / 32) + 15) / 16 * 16;
+	*dx = (float *)xq + QUANT_LINES((size_t)T * cols / 2);
+	*xsum = *dx + QUANT_LINES((size_t)T * (cols / 32));
 	return xq;
 }
 

@@ -572,7 +572,7 @@ CAT(PREFIX, ibatch)(const int16_t *wq, const float *dw, int R, int nb,
 }
 
 /* A widened batch tile's int16 weights (IR rows) and its scales or offsets (IR or, for decode, 8 rows), in floats */
-#define ITILE_W(cols) (((size_t)IR * (cols) / 2 + 15) / 16 * 16)
+#define ITILE_W(cols) QUANT_LINES((size_t)IR * (cols) / 2)
 #define ITILE_M(cols) ((size_t)(IR > 8 ? IR : 8) * ((cols) / 32))
 #define ITILE_FLOATS(cols) (ITILE_W(cols) + 2 * ITILE_M(cols) + 16)
 
