@@ -545,15 +545,9 @@ static void
 scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	static _Thread_local float *row;
-	static _Thread_local int row_cap;
+	float *row = quant_scratch((size_t)cols);	/* freed when the thread ends */
 	int r, t, k, j;
 
-	if (cols > row_cap) {
-		free(row);
-		row = xmalloc((size_t)cols * sizeof *row);
-		row_cap = cols;
-	}
 	for (r = r0; r < r1; r++) {
 		quant_dequant_row(type, (const char *)w + (size_t)r * row_bytes, row, (size_t)cols);
 		for (t = 0; t < T; t++) {
