@@ -486,6 +486,9 @@ reduce_max256(__m256 v)
 #define ISTORE(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define IMADD(a, b) _mm256_madd_epi16(a, b)
 #define IADD(a, b) _mm256_add_epi32(a, b)
+#define ISUB(a, b) _mm256_sub_epi32(a, b)
+#define ISET16(v) _mm256_set1_epi16(v)
+#define ISUB16(a, b) _mm256_sub_epi16(a, b)
 #define ICVT(v) _mm256_cvtepi32_ps(v)
 #define ISETZERO() _mm256_setzero_si256()
 
@@ -529,19 +532,20 @@ int16s(__m256i q, int is_signed, int scaled, int s0, int s1, __m256i *wi)
 	}
 }
 
-/* q4_0: q - 8 */
+/* q4_0: the nibbles q as they are, 8 above the weights (IOFFSET): byte j's low nibble is weight j, its high one j + 16 */
 static inline __attribute__((always_inline)) float
 iblock_q4_0(const void *row, int b, __m256i *wi, float *mn)
 {
 	const struct block_q4_0 *bl = (const struct block_q4_0 *)row + b;
-	__m128i v = _mm_loadu_si128((const __m128i *)bl->qs), m = _mm_set1_epi8(0x0f), e = _mm_set1_epi8(8);
+	__m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)bl->qs));
 
-	wi[0] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(v, m), e));
-	wi[1] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), e));
+	wi[0] = _mm256_and_si256(v, _mm256_set1_epi16(0x0f));
+	wi[1] = _mm256_srli_epi16(v, 4);
 	*mn = 0;
 	return quant_f16_table[bl->d];
 }
 #define IBLOCK_q4_0(row, b, wi, m) iblock_q4_0(row, b, wi, m)
+#define IOFFSET_q4_0 8
 #define HAS_IBLOCK_q4_0 1
 
 /* q5_0: (nibble | fifth bit << 4) - 16, the bits spread to bytes by a shuffle */
