@@ -331,12 +331,14 @@ echo "kv filled: the cache's resident bytes at the end; grow ms: time spent grow
 
 # Against llama.cpp (issue 9), on each instruction set: decode of 64 tokens,
 # prefill of 128 and 512, for each weight type, alternating the two programs
-# over BENCH_ROUNDS rounds (the machine is noisy), with the median ratio and
-# its range.  Both warm up first (llm-decode --warmup; llama-bench does its
+# over BENCH_ROUNDS rounds (9 here, 5 elsewhere: a single round's ratio
+# ranged from 0.8x to 2.1x on one machine in one hour, and five rounds'
+# median moved by 0.2), with the median ratio and its range.  Both warm up first (llm-decode --warmup; llama-bench does its
 # own), so paging in the weights counts for neither.  llama.cpp picks its
 # kernels at run time: for the AVX2 rows it runs from a copy of llama-bench
 # in bench/tmp/ref-avx2 beside its AVX2 (haswell) kernels alone.
 ROUNDS=${BENCH_ROUNDS:-5}
+VS_ROUNDS=${BENCH_ROUNDS:-9}
 prompt 512 >"$TMP/p512"
 # The multiply-add peak of as many threads (bench/fmapeak), and the FLOP a
 # prompt token of N costs: 2 per weight of the 30 layers' matrices (576x576
@@ -376,7 +378,7 @@ vs() {
 	pk=0
 	[ "$3" != dec64 ] && pk=$(peak "$1")
 	: >"$TMP/vs"
-	for r in $(seq "$ROUNDS"); do
+	for r in $(seq "$VS_ROUNDS"); do
 		LLM_ISA=$1 $D -m "$mm" -t "$th" -n $n --warmup --ignore-eos --greedy --stats-json \
 			<"$TMP/$in" >/dev/null 2>"$TMP/vs1" || return 1
 		theirs=-
@@ -408,7 +410,7 @@ vs() {
 	vsep=,
 }
 echo
-echo "against llama.cpp ($th threads, $ROUNDS alternating rounds; medians, and the range of the ratio)"
+echo "against llama.cpp ($th threads, $VS_ROUNDS alternating rounds; medians, and the range of the ratio)"
 printf '%-10s %-9s %-6s %9s %9s %7s %15s %6s %6s\n' isa type test "llm/s" "llama/s" ratio range "%peak" "llama"
 printf ',"vs_llama_cpp":[' >>"$JSON"
 vsep=
