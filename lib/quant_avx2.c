@@ -532,7 +532,10 @@ int16s(__m256i q, int is_signed, int scaled, int s0, int s1, __m256i *wi)
 	}
 }
 
-/* q4_0: the nibbles q as they are, 8 above the weights (IOFFSET): byte j's low nibble is weight j, its high one j + 16 */
+/*
+ * q4_0: the nibbles q as they are, 8 above the weights (IOFFSET, taken off
+ * by the tiles); byte j's low nibble is weight j, its high one j + 16
+ */
 static inline __attribute__((always_inline)) float
 iblock_q4_0(const void *row, int b, __m256i *wi, float *mn)
 {
