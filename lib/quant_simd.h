@@ -42,6 +42,10 @@
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
 
+/* The block types, as X(GGML type, kernel name): one list for the type switches. */
+#define BLOCK_TYPES(X) X(GGML_Q8_0, q8_0) X(GGML_Q4_0, q4_0) X(GGML_Q4_1, q4_1) \
+	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K)
+
 /* The multiply-adds of the weights wv (a vector per row) at k, for every token. */
 #define TILE_FMAS(wv, k)                                                                 \
 	UNROLL for (t = 0; t < T; t++) {                                                 \
@@ -711,17 +715,10 @@ CAT(PREFIX, gemm_rounded)(uint32_t type, const void *w, size_t row_bytes, int r0
 {
 	float *s = quant_scratch(ITILE_FLOATS(cols));
 
-#define ROUNDED_BY(TYPE) if (HAS_IBLOCK_##TYPE) \
-	CAT(PREFIX, igemm_rounded_##TYPE)(w, row_bytes, r0, r1, cols, xr, T, out, ldo, s)
+#define ROUNDED_BY(ID, TYPE) case ID: { if (HAS_IBLOCK_##TYPE) \
+	CAT(PREFIX, igemm_rounded_##TYPE)(w, row_bytes, r0, r1, cols, xr, T, out, ldo, s); } break;
 	switch (type) {
-	case GGML_Q8_0: ROUNDED_BY(q8_0); break;
-	case GGML_Q4_0: ROUNDED_BY(q4_0); break;
-	case GGML_Q4_1: ROUNDED_BY(q4_1); break;
-	case GGML_Q5_0: ROUNDED_BY(q5_0); break;
-	case GGML_Q5_1: ROUNDED_BY(q5_1); break;
-	case GGML_Q4_K: ROUNDED_BY(q4_K); break;
-	case GGML_Q5_K: ROUNDED_BY(q5_K); break;
-	case GGML_Q6_K: ROUNDED_BY(q6_K); break;
+	BLOCK_TYPES(ROUNDED_BY)
 	}
 #undef ROUNDED_BY
 }
@@ -1059,16 +1056,11 @@ CAT(PREFIX, row_values)(uint32_t type, int n_pos, int heads, const float *att, s
 int
 CAT(PREFIX, rounds_x)(uint32_t type)
 {
+#define ROUNDS(ID, TYPE) case ID: return HAS_IBLOCK_##TYPE;
 	switch (type) {
-	case GGML_Q8_0: return HAS_IBLOCK_q8_0;
-	case GGML_Q4_0: return HAS_IBLOCK_q4_0;
-	case GGML_Q4_1: return HAS_IBLOCK_q4_1;
-	case GGML_Q5_0: return HAS_IBLOCK_q5_0;
-	case GGML_Q5_1: return HAS_IBLOCK_q5_1;
-	case GGML_Q4_K: return HAS_IBLOCK_q4_K;
-	case GGML_Q5_K: return HAS_IBLOCK_q5_K;
-	case GGML_Q6_K: return HAS_IBLOCK_q6_K;
+	BLOCK_TYPES(ROUNDS)
 	}
+#undef ROUNDS
 	return 0;
 }
 
@@ -1080,13 +1072,8 @@ CAT(PREFIX, gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
 	case GGML_F32: CAT(PREFIX, gemm_f32)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
 	case GGML_F16: CAT(PREFIX, gemm_f16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
 	case GGML_BF16: CAT(PREFIX, gemm_bf16)(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo, 1); break;
-	case GGML_Q8_0: GEMM_BY(q8_0); break;
-	case GGML_Q4_0: GEMM_BY(q4_0); break;
-	case GGML_Q4_1: GEMM_BY(q4_1); break;
-	case GGML_Q5_0: GEMM_BY(q5_0); break;
-	case GGML_Q5_1: GEMM_BY(q5_1); break;
-	case GGML_Q4_K: GEMM_BY(q4_K); break;
-	case GGML_Q5_K: GEMM_BY(q5_K); break;
-	case GGML_Q6_K: GEMM_BY(q6_K); break;
+#define GEMM_CASE(ID, TYPE) case ID: GEMM_BY(TYPE); break;
+	BLOCK_TYPES(GEMM_CASE)
+#undef GEMM_CASE
 	}
 }
