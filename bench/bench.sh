@@ -331,14 +331,16 @@ echo "kv filled: the cache's resident bytes at the end; grow ms: time spent grow
 
 # Against llama.cpp (issue 9), on each instruction set: decode of 64 tokens,
 # prefill of 128 and 512, for each weight type, alternating the two programs
-# over BENCH_ROUNDS rounds (9 here, 5 elsewhere: a single round's ratio
-# ranged from 0.8x to 2.1x on one machine in one hour, and five rounds'
-# median moved by 0.2), with the median ratio and its range.  Both warm up first (llm-decode --warmup; llama-bench does its
-# own), so paging in the weights counts for neither.  llama.cpp picks its
-# kernels at run time: for the AVX2 rows it runs from a copy of llama-bench
-# in bench/tmp/ref-avx2 beside its AVX2 (haswell) kernels alone.
+# over BENCH_ROUNDS rounds (15 here, 5 elsewhere: a single round's ratio
+# ranged from 0.8x to 2.1x on one machine in one hour, five rounds'
+# median moved by 0.2, and nine rounds' by 0.1 between runs), with the
+# median ratio and its range.  Both warm up first (llm-decode --warmup;
+# llama-bench does its own), so paging in the weights counts for
+# neither.  llama.cpp picks its kernels at run time: for the AVX2 rows it
+# runs from a copy of llama-bench in bench/tmp/ref-avx2 beside its AVX2
+# (haswell) kernels alone.
 ROUNDS=${BENCH_ROUNDS:-5}
-VS_ROUNDS=${BENCH_ROUNDS:-9}
+VS_ROUNDS=${BENCH_ROUNDS:-15}
 prompt 512 >"$TMP/p512"
 # The multiply-add peak of as many threads (bench/fmapeak), and the FLOP a
 # prompt token of N costs: 2 per weight of the 30 layers' matrices (576x576
@@ -378,11 +380,14 @@ vs() {
 	pk=0
 	[ "$3" != dec64 ] && pk=$(peak "$1")
 	: >"$TMP/vs"
+	# each program goes first in every other round, so that neither
+	# always meets the machine as the other left it
 	for r in $(seq "$VS_ROUNDS"); do
+		theirs=-
+		[ -x "$ref" ] && [ $((r % 2)) = 0 ] && theirs=$(llama_tok_s "$ref" "$mm" -r 1 $rargs)
 		LLM_ISA=$1 $D -m "$mm" -t "$th" -n $n --warmup --ignore-eos --greedy --stats-json \
 			<"$TMP/$in" >/dev/null 2>"$TMP/vs1" || return 1
-		theirs=-
-		[ -x "$ref" ] && theirs=$(llama_tok_s "$ref" "$mm" -r 1 $rargs)
+		[ -x "$ref" ] && [ $((r % 2)) = 1 ] && theirs=$(llama_tok_s "$ref" "$mm" -r 1 $rargs)
 		echo "$(json $key "$TMP/vs1") ${theirs:--}" >>"$TMP/vs"
 	done
 	sort -n -k1,1 "$TMP/vs" | awk '{ print $1 }' >"$TMP/vs-ours"
