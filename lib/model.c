@@ -1483,7 +1483,7 @@ int
 model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int pooling,
     int normalize, float *out)
 {
-	int D = m->c.dim, i, b, t, err = 0;
+	int D = m->c.dim, i, b = 0, t, err = 0;	/* b: the last batch's size (n >= 1) */
 	float *h = xmalloc((size_t)MODEL_BATCH * D * sizeof *h);
 	double *sum = xcalloc((size_t)D, sizeof *sum), ss = 0;
 

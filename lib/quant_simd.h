@@ -22,7 +22,9 @@
  * a third slower than gcc's, accumulators on the stack.  "unroll(full)"
  * waits for the constant.
  */
-#if defined(__clang__)
+#if !defined(__OPTIMIZE__)
+#define UNROLL	/* -O0 does not unroll: gcc would warn that it ignores the annotation */
+#elif defined(__clang__)
 #define UNROLL _Pragma("clang loop unroll(full)")
 #elif defined(__GNUC__)
 #define UNROLL _Pragma("GCC unroll 16")
