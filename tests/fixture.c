@@ -86,16 +86,33 @@ static int mix, mix_layer;
  * SmolLM2-135M's 576-wide rows get.
  */
 static uint32_t
-mix_type(const char *name, int layer, int cols)
+mix_type(const char *name, int layer)
 {
 	int more = strstr(name, "attn_v") || strstr(name, "ffn_down");
-	uint32_t want = more && layer % 2 == 0 ? GGML_Q6_K : GGML_Q4_K;
 
 	if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "output.weight") == 0)
 		return GGML_Q8_0;
-	if (cols % 256)
-		return want == GGML_Q6_K ? GGML_Q8_0 : GGML_Q5_0;
-	return want;
+	return more && layer % 2 == 0 ? GGML_Q6_K : GGML_Q4_K;
+}
+
+/*
+ * The type a matrix whose rows are not whole blocks takes instead, as
+ * llama.cpp's quantizer chooses it: so -t q6_K on SmolLM2-135M's shape
+ * (576-wide rows) gives a file like llama.cpp's Q6_K, not one that no
+ * reader accepts.
+ */
+static uint32_t
+fallback_type(uint32_t type, int cols)
+{
+	const struct gguf_type_info *ti = gguf_type_info(type);
+
+	if (!ti || cols % (int)ti->block == 0)
+		return type;
+	switch (type) {
+	case GGML_Q4_K: return GGML_Q5_0;
+	case GGML_Q5_K: return GGML_Q5_1;
+	default: return GGML_Q8_0;
+	}
 }
 
 
@@ -108,7 +125,9 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 
 	fill(x, (size_t)rows * cols, scale, offset, rng);
 	if (mix && rows > 1)
-		type = mix_type(name, mix_layer, cols);
+		type = mix_type(name, mix_layer);
+	if (rows > 1)
+		type = fallback_type(type, cols);
 	ggufw_tensor(w, name, type, rows == 1 ? 1 : 2, ne, x);
 	free(x);
 }

@@ -353,6 +353,28 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 }
 
 /*
+ * A fixture's rows that are not whole blocks of its type take the type
+ * llama.cpp's quantizer gives them (q6_K: q8_0), as the benchmark's Q6_K
+ * file of SmolLM2's 576-wide rows needs; the others keep it.
+ */
+static void
+partial_rows_fall_back_as_llama_cpp_quantizes(void)
+{
+	struct fixture f;
+	struct model m;
+	const struct gguf_tensor *t;
+
+	fixture_tiny(&f, GGML_Q6_K);
+	f.ffn_dim = 320;	/* ffn_down's rows: 320 wide, not whole blocks of 256 */
+	CHECK(model_load(&m, write_fixture(&f, "fallback.gguf")) == 0, "%s", llm_err());
+	t = gguf_find_tensor(&m.gguf, "blk.0.ffn_down.weight");
+	CHECK(t && t->type == GGML_Q8_0, "ffn_down is %s", t ? gguf_type_name(t->type) : "missing");
+	t = gguf_find_tensor(&m.gguf, "blk.0.ffn_up.weight");
+	CHECK(t && t->type == GGML_Q6_K, "ffn_up is %s", t ? gguf_type_name(t->type) : "missing");
+	model_free(&m);
+}
+
+/*
  * Prefill in batches must equal decoding one token at a time, bit for bit;
  * the batches on three threads, which split batches of 96 tokens or more
  * by tokens into uneven groups.
@@ -1069,6 +1091,7 @@ main(void)
 	TEST(grow_on_demand_is_bitwise_identical_to_prealloc);
 	TEST(forward_refuses_positions_past_max_ctx);
 	TEST(missing_optional_keys_take_llama_cpp_defaults);
+	TEST(partial_rows_fall_back_as_llama_cpp_quantizes);
 	TEST(batched_prefill_equals_token_by_token_f32);
 	TEST(batched_prefill_equals_token_by_token_f16);
 	TEST(batched_prefill_equals_token_by_token_bf16);
