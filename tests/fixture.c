@@ -81,9 +81,8 @@ static int mix, mix_layer;
 
 /*
  * A Q4_K_M-like choice, as llama.cpp makes it: Q4_K for most matrices and
- * Q6_K for half the layers' V and FFN-down; rows that are not a multiple
- * of 256 fall back to Q5_0 (for Q4_K) and Q8_0 (for Q6_K), which is what
- * SmolLM2-135M's 576-wide rows get.
+ * Q6_K for half the layers' V and FFN-down (fallback_type then gives
+ * SmolLM2-135M's 576-wide rows Q5_0 and Q8_0).
  */
 static uint32_t
 mix_type(const char *name, int layer)
