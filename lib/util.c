@@ -113,6 +113,18 @@ xcalloc(size_t n, size_t size)
 	return p;
 }
 
+const char *
+llm_compiler(void)
+{
+#if defined(__clang__)
+	return "clang " __clang_version__;
+#elif defined(__GNUC__)
+	return "gcc " __VERSION__;
+#else
+	return "unknown";
+#endif
+}
+
 double
 now_seconds(void)
 {

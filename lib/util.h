@@ -42,6 +42,12 @@ void *xcalloc(size_t n, size_t size);
 
 double now_seconds(void);
 size_t peak_rss_bytes(void);
+/*
+ * The compiler that built the library, as "gcc 12.2.0" or "clang 14.0.6":
+ * floating-point results are bitwise reproducible for one build, and
+ * another compiler may contract multiply-adds differently.
+ */
+const char *llm_compiler(void);
 
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 int mul_ok(uint64_t a, uint64_t b, uint64_t *out);
