@@ -304,15 +304,17 @@ main(int argc, char *argv[])
 		    "\"head_dim\":%u,\"kv_dim\":%u,\"positions\":%u,\"max_ctx\":%u,"
 		    "\"k_type\":\"%s\",\"v_type\":\"%s\",\"bytes_per_position\":%.6g,"
 		    "\"rope_dim\":%u,\"rope_base\":%.9g,"
-		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,\"per_layer\":[",
+		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,",
 		    s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
 		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, kv_type_name(s.meta.k_type),
 		    kv_type_name(s.meta.v_type), per_pos, s.meta.rope_dim, s.meta.rope_base,
 		    s.size, (unsigned long long)dense);
+		/* the window's keys belong to the object, before the per-layer array */
 		if (s.meta.window)
 			printf("\"sinks\":%u,\"window\":%u,\"rows\":%u,\"live_rows\":%u,"
 			    "\"evicted\":%u,\"window_first\":%u,", s.meta.sinks, s.meta.window, s.n_rows,
 			    n_live, s.n_pos - n_live, n_live > n_sinks ? snapshot_row_pos(&s, rows[n_sinks]) : 0);
+		printf("\"per_layer\":[");
 	} else {
 		printf("file          %s\nversion       %u\nfingerprint   %s\n"
 		    "layers        %u\nkv heads      %u\nhead_dim      %u\nkv_dim        %u\n"

@@ -10,7 +10,7 @@
 #define SNAP_MAGIC "LLMKVSNP"
 #define SNAP_VERSION 5		/* the highest this build reads (KV_FORMAT); f32 caches are version 1 */
 #define SNAP_HEADER_SIZE 128	/* versions 1 and 2 */
-#define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache) and 4 (f16 stores) */
+#define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache), 4 (f16 stores) and 5 (q4_0 stores) */
 #define SNAP_ALIGN 4096
 #define SNAP_DIR_ENTRY 48
 /* What a snapshot says about the model and the cache. */

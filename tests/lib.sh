@@ -51,3 +51,14 @@ tiny() {
 		fail "mkmodel -t $1"
 	echo "$TMP/tiny-$1.gguf"
 }
+
+# json_assert FILE EXPR: FILE parses as one JSON value d, and the Python
+# expression EXPR over d is true.  Structured output is checked by
+# parsing it, never by grepping for a substring (.ci/run installs python3).
+json_assert() {
+	command -v python3 >/dev/null || fail "python3 is needed to parse JSON"
+	python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+if not eval("(" + sys.argv[2] + ")"):
+    sys.exit("not true of the JSON: " + sys.argv[2])' "$1" "$2" || fail "$1: $(head -c 400 "$1")"
+}

@@ -66,11 +66,10 @@ kvstat_prints_summary_rows_json_and_svg() {
 	grep -q '^dense max_ctx 307200 bytes' "$TMP/out" || fail "dense bytes: $(grep dense "$TMP/out")"
 	[ "$(grep -c '^    [0-2]  ' "$TMP/out")" -eq 3 ] || fail "per-layer rows"
 	"$S" --json "$TMP/s.kv" >"$TMP/json" || fail "json exit"
-	grep -q '"positions":100' "$TMP/json" || fail "json positions"
-	if command -v python3 >/dev/null; then
-		python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["per_layer"]) == 3; assert d["per_layer"][0]["k"]["rms"] > 0' <"$TMP/json" || fail "json"
-	fi
-	"$S" --layer 2 --json "$TMP/s.kv" | grep -q '"per_layer":\[{"layer":2,' || fail "--layer"
+	json_assert "$TMP/json" 'd["positions"] == 100 and len(d["per_layer"]) == 3 and
+		d["per_layer"][0]["k"]["rms"] > 0 and "window" not in d'
+	"$S" --layer 2 --json "$TMP/s.kv" >"$TMP/json2" || fail "--layer 2 exit"
+	json_assert "$TMP/json2" '[x["layer"] for x in d["per_layer"]] == [2]'
 	"$S" --layer 3 "$TMP/s.kv" 2>"$TMP/err"; [ $? -eq 1 ] || fail "--layer 3 accepted"
 	grep -q "out of range (0-2)" "$TMP/err" || fail "$(cat "$TMP/err")"
 	"$S" --svg "$TMP/s.svg" "$TMP/s.kv" >/dev/null || fail "svg exit"
@@ -308,6 +307,41 @@ cache_type_options_are_checked() {
 	grep -q '"kv_type_k":"q4_0","kv_type_v":"q8_0"' "$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
+# The header sizes and positions table that llm-kv(5) gives each version
+# are those the writer writes: each version's file is read against the
+# page's claims, parsed from its rows.
+man_page_versions_match_the_writer() {
+	m=$(tiny f32)
+	page="$PWD/man/llm-kv.5"
+	# "128 (versions 1 and 2) or 160 (versions 3 to 5)": lines "size first last"
+	sed -n 's/^\.It 12 Ta 4 Ta header_size Ta //p' "$page" |
+		sed 's/ or /\n/g' | sed -n 's/^\([0-9]*\) (versions \([0-9]*\) \(and\|to\) \([0-9]*\))$/\1 \2 \4/p' \
+		>"$TMP/sizes"
+	[ "$(wc -l <"$TMP/sizes")" -eq 2 ] || fail "header_size row not understood: $(cat "$TMP/sizes")"
+	pos=$(sed -n 's/^\.It positions Ta positions_offset Ta .*, versions \([0-9]*\) to \([0-9]*\) only$/\1 \2/p' "$page")
+	[ -n "$pos" ] || fail "positions row not understood"
+	for opts in "" "--kv-type q8_0" "--ctx 64 --kv-window 40" "--kv-type f16" "--kv-type q4_0"; do
+		# shellcheck disable=SC2086
+		echo 1 2 3 | "$D" -m "$m" -n 50 --greedy --ignore-eos $opts --kv-out "$TMP/v.kv" >/dev/null ||
+			fail "$opts: exit $?"
+		set -- $(od -An -tu4 -j8 -N8 "$TMP/v.kv")
+		v=$1 h=$2
+		awk -v v="$v" -v h="$h" '$2 <= v && v <= $3 { ok = $1 == h; found = 1 }
+			END { exit !(found && ok) }' "$TMP/sizes" ||
+			fail "$opts: version $v has a $h-byte header, not what llm-kv(5) says: $(cat "$TMP/sizes")"
+		# positions_offset (at 144) is written exactly in the versions the page names
+		set -- $pos
+		if [ "$v" -ge "$1" ] && [ "$v" -le "$2" ]; then
+			p=$(od -An -tu8 -j144 -N8 "$TMP/v.kv" | tr -d ' ')
+			[ "$p" -eq $((h + 4 * $(od -An -tu4 -j36 -N4 "$TMP/v.kv"))) ] ||
+				fail "$opts: version $v: positions_offset $p"
+		fi
+		echo "$v" >>"$TMP/versions"
+	done
+	[ "$(sort -u "$TMP/versions" | tr '\n' ' ')" = "1 2 3 4 5 " ] ||
+		fail "versions written: $(sort -u "$TMP/versions" | tr '\n' ' ')"
+}
+
 t resumed_runs_generate_the_same_ids_as_scratch
 t snapshot_of_another_model_is_refused
 t failed_write_leaves_the_old_snapshot
@@ -324,3 +358,4 @@ t kvstat_layer_shows_only_that_layer_even_in_svg
 t kvdump_refuses_conflicting_and_bad_selections
 t cache_types_resume_and_show_in_the_tools
 t cache_type_options_are_checked
+t man_page_versions_match_the_writer

@@ -91,8 +91,9 @@ kvstat_and_kvdump_show_the_window() {
 	grep -q "^window        4 sinks and the newest 100 positions: 104 live rows (sinks 0-3, window 200-299), 196 evicted$" \
 		"$TMP/stat" || fail "$(cat "$TMP/stat")"
 	"$S" --json "$TMP/s.kv" >"$TMP/json" || fail "kvstat --json exit $?"
-	grep -q '"sinks":4,"window":100,"rows":104,"live_rows":104,"evicted":196,"window_first":200,' "$TMP/json" ||
-		fail "$(cat "$TMP/json")"
+	json_assert "$TMP/json" 'd["sinks"] == 4 and d["window"] == 100 and d["rows"] == 104 and
+		d["live_rows"] == 104 and d["evicted"] == 196 and d["window_first"] == 200 and
+		[x["layer"] for x in d["per_layer"]] == [0, 1, 2] and d["per_layer"][0]["k"]["rms"] > 0'
 	"$S" --svg "$TMP/s.svg" "$TMP/s.kv" >/dev/null || fail "kvstat --svg exit $?"
 	grep -q ">sinks</text>" "$TMP/s.svg" && grep -q ">window from 200</text>" "$TMP/s.svg" ||
 		fail "the SVG does not mark the sinks and the window"
