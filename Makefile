@@ -4,12 +4,12 @@
 
 include config.mk
 
-LIBSRC = lib/chat.c lib/gguf.c lib/kv.c lib/model.c lib/pool.c lib/pretok.c lib/quant.c \
+LIBSRC = lib/attn.c lib/chat.c lib/gguf.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c lib/pretok.c lib/quant.c \
 	lib/quant_avx2.c lib/quant_avx512.c lib/quant_vnni.c lib/sample.c \
-	lib/sha256.c lib/snapshot.c \
+	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
-LIBHDR = lib/chat.h lib/gguf.h lib/kv.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
-	lib/sha256.h lib/snapshot.h \
+LIBHDR = lib/attn.h lib/chat.h lib/gguf.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+	lib/rope.h lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
 LIB = lib/libllm.a

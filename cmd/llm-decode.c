@@ -56,6 +56,7 @@ cache_type(const char *opt, const char *arg)
 
 struct run {
 	struct model m;
+	struct model_run run;	/* the sequence's buffers */
 	struct kv kv;
 	struct pool *pool;
 	const char *model_path, *kv_out;
@@ -221,7 +222,7 @@ stdout_failed(struct run *r)
 static enum end
 run_prompt(struct run *r, const int *ids, int from, int to, float **logits)
 {
-	int i, b, err;
+	int i, b;
 
 	progress_start(r->quiet);
 	for (i = from; i < to; i += b) {
@@ -230,11 +231,12 @@ run_prompt(struct run *r, const int *ids, int from, int to, float **logits)
 			return END_SIGNAL;
 		}
 		b = to - i < MODEL_BATCH ? to - i : MODEL_BATCH;
-		*logits = model_forward_batch(&r->m, &r->kv, ids + i, b, i, i + b == to, &err);
-		if (err) {
+		if (model_forward(&r->run, &r->kv, ids + i, b, i,
+		    i + b == to ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL) < 0) {
 			progress_end();
 			return model_failed(r);
 		}
+		*logits = r->run.logits;
 		r->computed += b;
 		progress(i + b - from, to - from);
 	}
@@ -250,7 +252,7 @@ score(struct run *r, const int *ids, int n)
 	float *logits = xmalloc(MODEL_BATCH * V * sizeof *logits);
 	double nll = 0, lp;
 	enum end end = END_DONE;
-	int i, b, k, err;
+	int i, b, k;
 
 	progress_start(r->quiet);
 	for (i = 0; i + 1 < n && end == END_DONE; i += b) {
@@ -261,8 +263,7 @@ score(struct run *r, const int *ids, int n)
 		}
 		/* the last token is only scored, never run */
 		b = n - 1 - i < MODEL_BATCH ? n - 1 - i : MODEL_BATCH;
-		model_forward_logits(&r->m, &r->kv, ids + i, b, i, logits, &err);
-		if (err) {
+		if (model_forward(&r->run, &r->kv, ids + i, b, i, MODEL_OUT_ALL, logits) < 0) {
 			end = model_failed(r);
 			break;
 		}
@@ -333,15 +334,13 @@ static void
 warm_up(struct run *r, const int *ids, int n)
 {
 	struct kv kv;
-	int err;
 
 	if (n > MODEL_BATCH)
 		n = MODEL_BATCH;
 	if (kv_init_types(&kv, r->m.c.n_layers, r->m.c.n_kv_heads, r->m.c.head_dim, n, 0,
 	    r->kv.k_type, r->kv.v_type) < 0)
 		die(1, "%s", llm_err());
-	model_forward_batch(&r->m, &kv, ids, n, 0, 1, &err);
-	if (err)
+	if (model_forward(&r->run, &kv, ids, n, 0, MODEL_OUT_LAST, NULL) < 0)
 		die(1, "%s: warm-up: %s", r->model_path, llm_err());
 	kv_free(&kv);
 }
@@ -384,6 +383,7 @@ finish(struct run *r, enum end end)
 		    r->n_gen, r->kv_out ? "; the cache was saved" : "");
 	ids_free(&r->fed);
 	kv_free(&r->kv);
+	model_run_free(&r->run);
 	model_free(&r->m);
 	pool_destroy(r->pool);
 	return status;
@@ -392,7 +392,7 @@ finish(struct run *r, enum end end)
 static enum end
 generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int ignore_eos)
 {
-	int next, err;
+	int next;
 
 	while (r->n_gen < n_predict) {
 		if (stop_signal)
@@ -409,9 +409,9 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 		r->t_end = now_seconds();
 		if (r->n_gen == n_predict)
 			return END_DONE;
-		logits = model_forward(&r->m, &r->kv, next, r->kv.seq_len, 1, &err);
-		if (err)
+		if (model_forward(&r->run, &r->kv, &next, 1, r->kv.seq_len, MODEL_OUT_LAST, NULL) < 0)
 			return model_failed(r);
+		logits = r->run.logits;
 		ids_push(&r->fed, next);
 		r->computed++;
 	}
@@ -433,7 +433,7 @@ embed_one(struct run *r, FILE *fp, const char *where, int pooling, int normalize
 		die(1, "%s: %s", where, llm_err());
 	if (n == 0)
 		die(1, "%s: no tokens to embed", where);
-	if (model_embed(&r->m, &r->kv, ids, n, pooling, normalize, out) < 0)
+	if (model_embed(&r->run, &r->kv, ids, n, pooling, normalize, out) < 0)
 		die(1, "%s: %s", where, llm_err());
 	free(ids);
 	for (d = 0; d < r->m.c.dim && status == 0; d++)
@@ -473,6 +473,7 @@ embed_inputs(struct run *r, int pooling, int normalize, int lines)
 	if (status < 0 && errno != EPIPE)
 		warnx_("stdout: %s", strerror(errno));
 	kv_free(&r->kv);
+	model_run_free(&r->run);
 	model_free(&r->m);
 	pool_destroy(r->pool);
 	return status < 0 ? (errno == EPIPE ? 128 + SIGPIPE : 1) : 0;
@@ -621,7 +622,7 @@ main(int argc, char *argv[])
 		die(1, "%s: %s", r.model_path, llm_err());
 	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
-	model_set_pool(&r.m, r.pool);
+	model_run_init(&r.run, &r.m, r.pool);
 	if (ctx > r.m.c.context_length && !r.quiet)
 		warnx_("--ctx %d is beyond the model's context_length %d", ctx,
 		    r.m.c.context_length);

@@ -28,6 +28,7 @@
  * everything above holds unit for unit.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -360,6 +361,10 @@ kv_free(struct kv *kv)
 			munmap(kv->tail[which], tail_store_bytes(kv, which));
 	free(kv->scratch);
 	kv->scratch = NULL;
+	free(kv->staged[0]);
+	free(kv->staged[1]);
+	kv->staged[0] = kv->staged[1] = NULL;
+	kv->staged_cap = kv->staged_n = 0;
 	kv->tail[0] = kv->tail[1] = NULL;
 	free(kv->tail_end);
 	free(kv->ring_end);
@@ -527,6 +532,92 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	if (pos + n > kv->written)
 		kv->written = pos + n;
 	return 0;
+}
+
+int
+kv_begin(struct kv *kv, int pos, int n)
+{
+	if (!kv->window && pos + n > kv->max_ctx) {
+		llm_seterr("context full: position %d is past max_ctx %d", pos + n - 1, kv->max_ctx);
+		return -1;
+	}
+	if (pos < 0 || pos > kv->seq_len || n < 1 || pos > INT_MAX - n) {
+		llm_seterr("forward: bad position %d or batch %d", pos, n);
+		return -1;
+	}
+	return kv_grow_to(kv, pos + n);
+}
+
+int
+kv_attend_step(const struct kv *kv, int pos, int n)
+{
+	/*
+	 * A batch that wraps a window's ring would overwrite rows its own
+	 * earlier tokens read: its tokens then write and attend one by one.
+	 * q4_0 stores' rings take kv_put_max at once.
+	 */
+	if (kv->window && pos + n > kv->slots)
+		return 1;
+	return kv_put_max(kv) < n ? kv_put_max(kv) : n;
+}
+
+int
+kv_append(struct kv *kv, int layer, int pos, int n, const float *k, const float *v)
+{
+	const float *rows[2] = { k, v };
+	int whole = kv_attend_step(kv, pos, n) == n;
+
+	if (layer < 0 || layer >= kv->n_layers || pos < 0 || n < 1 || pos > INT_MAX - n) {
+		llm_seterr("kv: bad append of %d positions at %d to layer %d", n, pos, layer);
+		return -1;
+	}
+	if (n > kv->staged_cap) {
+		for (int which = 0; which < 2; which++) {
+			free(kv->staged[which]);
+			kv->staged[which] = xmalloc((size_t)n * kv->kv_dim * sizeof(float));
+		}
+		kv->staged_cap = n;
+	}
+	kv->staged_layer = layer, kv->staged_pos = pos, kv->staged_n = n;
+	for (int which = 0; which < 2; which++) {
+		/* An f32 store read by no ring takes the rows at once: nothing reads them elsewhere. */
+		kv->staged_put[which] = whole && (which ? kv->v_type : kv->k_type) == KV_F32;
+		if (kv->staged_put[which]) {
+			if (put(kv, which, layer, pos, n, rows[which], (size_t)kv->kv_dim) < 0)
+				return -1;
+		} else {
+			memcpy(kv->staged[which], rows[which], (size_t)n * kv->kv_dim * sizeof(float));
+		}
+	}
+	return 0;
+}
+
+int
+kv_appended(const struct kv *kv, int layer, int pos, int n)
+{
+	return kv->staged_layer == layer && kv->staged_pos == pos && kv->staged_n == n &&
+	    kv->staged[0];
+}
+
+int
+kv_put_appended(struct kv *kv, int layer, int pos, int n)
+{
+	size_t off = (size_t)(pos - kv->staged_pos) * kv->kv_dim;
+
+	for (int which = 0; which < 2; which++)
+		if (!kv->staged_put[which] &&
+		    put(kv, which, layer, pos, n, kv->staged[which] + off, (size_t)kv->kv_dim) < 0)
+			return -1;
+	return 0;
+}
+
+void
+kv_put_appended_tail(struct kv *kv, int layer, int pos, int n)
+{
+	size_t off = (size_t)(pos - kv->staged_pos) * kv->kv_dim;
+
+	kv_put_tail(kv, layer, pos, n, kv->staged_put[0] ? NULL : kv->staged[0] + off,
+	    kv->staged_put[1] ? NULL : kv->staged[1] + off, (size_t)kv->kv_dim);
 }
 
 int

@@ -117,6 +117,16 @@ struct kv {
 	 */
 	int sinks, window;	/* window 0: not windowed */
 	int sink_slots, ring_slots, slots;
+
+	/*
+	 * The rows kv_append() took for kv_attend(): a batch's f32 keys and
+	 * values (the exact rows f16 stores' queries read, and rows a ring
+	 * takes a step at a time), for one layer's positions [pos, pos + n).
+	 */
+	float *staged[2];
+	int staged_cap;		/* rows each holds */
+	int staged_layer, staged_pos, staged_n;
+	int staged_put[2];	/* 1 once K's (0) or V's rows are in the store */
 };
 
 /* Keys quantized per channel over groups of positions (q8_0, q4_0). */
@@ -204,6 +214,38 @@ int kv_slot_pos(const struct kv *kv, int pos, int s);
 
 /* Make room for positions [0, npos) (windowed: their slots); 0 or -1 (llm_err()). */
 int kv_grow_to(struct kv *kv, int npos);
+
+/*
+ * Before a forward pass over positions [pos, pos + n): pos is at most
+ * seq_len, the context has room (max_ctx is a hard ceiling, checked
+ * before the pass starts; a window slides past it), and the cache grows
+ * for the whole batch before any row is written.  0, or -1 with llm_err().
+ */
+int kv_begin(struct kv *kv, int pos, int n);
+
+/*
+ * The write accessor of the forward pass: the keys (after RoPE) and
+ * values of positions [pos, pos + n) of a layer, n rows of kv_dim floats
+ * each, contiguous.  The cache takes them as its type needs (an f32
+ * store at once), and kv_attend() (attn.h) writes the rest and attends.
+ * 0, or -1 with llm_err().
+ */
+int kv_append(struct kv *kv, int layer, int pos, int n, const float *k, const float *v);
+
+/* For attn.c: whether kv_append took exactly these positions of this layer. */
+int kv_appended(const struct kv *kv, int layer, int pos, int n);
+/* For attn.c: the positions a batch of n at pos is attended to at once (kv_put_max, or 1 where a window's ring wraps). */
+int kv_attend_step(const struct kv *kv, int pos, int n);
+/* For attn.c: the appended rows of [pos, pos + n) into the stores, before their attention. */
+int kv_put_appended(struct kv *kv, int layer, int pos, int n);
+/* For attn.c: after their attention, the appended rows into the tail rings that keep them (kv_put_tail). */
+void kv_put_appended_tail(struct kv *kv, int layer, int pos, int n);
+/* For attn.c: the appended f32 rows of K (which 0) or V, the first being position staged_pos. */
+static inline const float *
+kv_staged(const struct kv *kv, int which)
+{
+	return kv->staged[which];
+}
 
 /*
  * Write accessors of f32 stores: grow the store if pos is past cap;

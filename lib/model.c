@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn.h"
 #include "gguf.h"
+#include "matmul.h"
 #include "model.h"
 #include "quant.h"
 #include "sha256.h"
@@ -293,9 +295,6 @@ bind_weights(struct model *m)
 int
 model_load(struct model *m, const char *path)
 {
-	const struct model_config *c = &m->c;
-	int i, q_dim;
-
 	memset(m, 0, sizeof *m);
 	quant_init();
 	if (gguf_open(&m->gguf, path) < 0)
@@ -305,21 +304,8 @@ model_load(struct model *m, const char *path)
 		model_free(m);
 		return -1;
 	}
-	q_dim = c->n_heads * c->head_dim;
-	m->x = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
-	m->xb = xcalloc((size_t)MODEL_BATCH * (q_dim > c->dim ? q_dim : c->dim), sizeof(float));
-	m->xb2 = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
-	m->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
-	m->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
-	m->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
-	m->kbuf = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
-	m->vbuf = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
-	m->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
-	m->rope_inv_freq = xcalloc((size_t)c->rope_dim / 2, sizeof(double));
-	m->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
-	for (i = 0; i < c->rope_dim / 2; i++)
-		m->rope_inv_freq[i] = pow((double)c->rope_base, -2.0 * i / c->rope_dim) /
-		    (m->rope_factors ? (double)m->rope_factors[i] : 1.0);
+	rope_init(&m->rope, m->c.rope_dim, m->c.head_dim, m->c.rope_neox, m->c.rope_base,
+	    m->rope_factors);
 	return 0;
 }
 
@@ -332,29 +318,51 @@ model_free(struct model *m)
 		free(m->owned[i]);
 	free(m->owned);
 	free(m->layers);
-	free(m->x);
-	free(m->xb);
-	free(m->xb2);
-	free(m->hb);
-	free(m->hb2);
-	free(m->q);
-	free(m->kbuf);
-	free(m->vbuf);
-	free(m->logits);
-	free(m->att);
-	free(m->tile);
-	free(m->xr);
-	free(m->rope_inv_freq);
-	free(m->rope_cs);
+	rope_free(&m->rope);
 	free(m->used);
 	gguf_close(&m->gguf);
 	memset(m, 0, sizeof *m);
 }
 
-void
-model_set_pool(struct model *m, struct pool *pool)
+int
+model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 {
-	m->pool = pool;
+	const struct model_config *c = &m->c;
+	int q_dim = c->n_heads * c->head_dim;
+
+	memset(r, 0, sizeof *r);
+	r->m = m;
+	r->pool = pool;
+	r->x = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+	r->xb = xcalloc((size_t)MODEL_BATCH * (q_dim > c->dim ? q_dim : c->dim), sizeof(float));
+	r->xb2 = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+	r->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
+	r->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
+	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
+	r->k = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
+	r->v = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
+	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
+	r->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
+	attn_init(&r->attn, c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, pool);
+	return 0;
+}
+
+void
+model_run_free(struct model_run *r)
+{
+	free(r->x);
+	free(r->xb);
+	free(r->xb2);
+	free(r->hb);
+	free(r->hb2);
+	free(r->q);
+	free(r->k);
+	free(r->v);
+	free(r->logits);
+	free(r->rope_cs);
+	free(r->mm.xr);
+	attn_free(&r->attn);
+	memset(r, 0, sizeof *r);
 }
 
 uint64_t
@@ -467,22 +475,11 @@ rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 }
 
 
-/*
- * Below this many multiply-adds a step runs on the calling thread: a
- * hand-off costs microseconds, more than the work (stories260K's
- * matrices, a decode step's norms), and far more when another process
- * holds a core.
- */
-#define INLINE_MACS (1 << 16)
-
 /* Run fn on the pool, or on the calling thread if its work is too small to hand off. */
 static void
-run(struct model *m, pool_fn fn, void *arg, long long work)
+run(struct model_run *r, pool_fn fn, void *arg, long long work)
 {
-	if (work < INLINE_MACS)
-		fn(arg, 0, 1);
-	else
-		pool_run(m->pool, fn, arg);
+	pool_run_work(r->pool, fn, arg, work);
 }
 
 /*
@@ -492,7 +489,7 @@ run(struct model *m, pool_fn fn, void *arg, long long work)
  * A residual add runs in the norm's job that follows it: on the calling
  * thread alone it cost 2% of a prompt, the other thread waiting.
  */
-#define ROW_COST 8	/* multiply-adds an element of a norm or a silu is worth */
+#define ROW_COST POOL_ROW_WORK
 
 struct rows_job {
 	float *out;		/* norms: out = norm(x) * weight; silu: out = silu(out) * x */
@@ -529,283 +526,22 @@ silu_rows(void *arg, int ith, int nth)
 
 /* g = silu(g) * u, for each of n rows of the FFN. */
 static void
-swiglu(struct model *m, float *g, float *u, int n)
+swiglu(struct model_run *r, float *g, float *u, int n)
 {
-	struct rows_job job = { g, u, NULL, n, m->c.ffn_dim, 0, NULL };
+	const struct model_config *c = &r->m->c;
+	struct rows_job job = { g, u, NULL, n, c->ffn_dim, 0, NULL };
 
-	run(m, silu_rows, &job, (long long)n * m->c.ffn_dim * ROW_COST);
+	run(r, silu_rows, &job, (long long)n * c->ffn_dim * ROW_COST);
 }
 
 /* x += add (if not NULL), then out = norm(x) * weight, for each of n rows. */
 static void
-add_norm(struct model *m, float *out, float *x, const float *add, const float *weight, int n)
+add_norm(struct model_run *r, float *out, float *x, const float *add, const float *weight, int n)
 {
-	struct rows_job job = { out, x, weight, n, m->c.dim, m->c.rms_eps, add };
+	const struct model_config *c = &r->m->c;
+	struct rows_job job = { out, x, weight, n, c->dim, c->rms_eps, add };
 
-	run(m, norm_rows, &job, (long long)n * m->c.dim * ROW_COST);
-}
-
-/*
- * Matrix products over one input batch X (T rows of ldx floats): each
- * weight matrix writes T output rows of ldo floats.  Threads split the
- * weight rows of all the matrices together.  One token's rows go a share
- * a thread, each read front to back as one stream, and a thread done
- * with its own takes halves of another's rest from the back: slices
- * claimed in turn broke the streams (decode 2-13% slower), and fixed
- * halves kept the calling thread waiting 7% of a decode.  A batch's go in
- * slices (multiples of 48 rows, about 8 a thread, down to 48 rows as
- * the rows left run out) that the threads claim in turn, so that a thread
- * slowed by a neighbour does fewer of them: with halves, a batch's two
- * threads finished up to a quarter of their time apart.
- *
- * A batch of GROUP_TOKENS tokens a thread or more is also split by
- * tokens, a group a thread, as the norms and the SwiGLU split it: a
- * thread claims the slices of its own group's rows first, then helps with
- * the others'.  So a thread mostly writes the outputs that its next norm
- * reads, and reads the inputs that its last norm wrote: with every thread
- * writing part of every token's outputs, the norms waited on the other
- * core's cache lines (6% of a 512-token f32 prompt on AVX2, now 0.7%).
- * The price is each weight read once a group instead of once: end to
- * end, avx512vnni f32 prompts of 512 tokens ran 6% faster, the others
- * within the noise.  Each output is computed the same way whoever
- * computes it.
- */
-struct matvec {
-	float *out;
-	size_t ldo;
-	const struct weight *w;
-};
-
-#define MAX_SHARES 64	/* threads that one token's shares or a batch's groups are for */
-#define GROUP_TOKENS 32	/* a batch of this many a thread goes in a group of tokens a thread */
-
-struct matmul_job {
-	const struct matvec *mv;
-	int n;
-	const float *x;
-	size_t ldx;
-	const float *xr;	/* x rounded once, for the types that take it, or NULL */
-	size_t xr_group;	/* floats of xr a group's tokens take */
-	int T;
-	int groups;		/* a batch's groups of tokens: 1, or a thread's each */
-	int total_rows;
-	int slice;		/* rows a claim takes, for a batch */
-	atomic_int next[MAX_SHARES];	/* each group's first row not yet claimed */
-	_Atomic uint64_t share[MAX_SHARES];	/* one token: each thread's rows left, SHARE(lo, hi) */
-};
-
-#define SHARE(lo, hi) ((uint64_t)(uint32_t)(hi) << 32 | (uint32_t)(lo))
-
-/* The first token of group g, and how many it has. */
-static int
-group_tokens(const struct matmul_job *job, int g, int *t0)
-{
-	*t0 = job->T * g / job->groups;
-	return job->T * (g + 1) / job->groups - *t0;
-}
-
-/* Rows lo to hi of all the matrices together, for the tokens of group g. */
-static void
-matmul_rows(const struct matmul_job *job, int g, int lo, int hi)
-{
-	int i, t0, T = group_tokens(job, g, &t0), base = 0;
-
-	for (i = 0; i < job->n && lo < hi; i++) {
-		const struct weight *w = job->mv[i].w;
-		float *out = job->mv[i].out + (size_t)t0 * job->mv[i].ldo;
-		int r0 = lo > base ? lo - base : 0;
-		int r1 = hi - base < w->rows ? hi - base : w->rows;
-
-		if (r0 < r1 && job->xr && quant_rounds_once(w->type))
-			quant_gemm_rounded(w->type, w->data, w->row_bytes, r0, r1, w->cols,
-			    job->xr + job->xr_group * g, T, out, job->mv[i].ldo);
-		else if (r0 < r1)
-			quant_gemm(w->type, w->data, w->row_bytes, r0, r1, w->cols,
-			    job->x + (size_t)t0 * job->ldx, job->ldx, T, out, job->mv[i].ldo);
-		base += w->rows;
-	}
-}
-
-/*
- * One token: each thread takes its own share's rows from the front, half
- * of what is left at a time (at least 64 rows: a part is a call, and 32
- * measured no better), in one stream (the tiles prefetch into the next
- * part), then halves of what others have left, from the back.  Parts
- * are multiples of 16 rows, whole decode tiles (8 rows, 16 for
- * AVX-512's integer rule).
- */
-static void
-matvec_share(struct matmul_job *job, int ith, int nth)
-{
-	_Atomic uint64_t *share = &job->share[ith];
-	uint64_t s = atomic_load_explicit(share, memory_order_relaxed);
-	int lo, hi, size, mid, j;
-
-	for (;;) {
-		lo = (int)(uint32_t)s, hi = (int)(s >> 32);
-		if (lo >= hi)
-			break;
-		size = (hi - lo) / 2 / 16 * 16;
-		size = size < 64 ? 64 : size;
-		size = size > hi - lo ? hi - lo : size;
-		if (atomic_compare_exchange_weak_explicit(share, &s, SHARE(lo + size, hi),
-		    memory_order_relaxed, memory_order_relaxed)) {
-			matmul_rows(job, 0, lo, lo + size);
-			s = atomic_load_explicit(share, memory_order_relaxed);
-		}
-	}
-	for (j = 1; j < nth; j++) {
-		share = &job->share[(ith + j) % nth];
-		s = atomic_load_explicit(share, memory_order_relaxed);
-		for (;;) {
-			lo = (int)(uint32_t)s, hi = (int)(s >> 32);
-			mid = lo + ((hi - lo) / 2 + 15) / 16 * 16;
-			if (mid >= hi)
-				break;
-			if (atomic_compare_exchange_weak_explicit(share, &s, SHARE(lo, mid),
-			    memory_order_relaxed, memory_order_relaxed)) {
-				matmul_rows(job, 0, mid, hi);
-				s = atomic_load_explicit(share, memory_order_relaxed);
-			}
-		}
-	}
-}
-
-static void
-matmul_worker(void *arg, int ith, int nth)
-{
-	struct matmul_job *job = arg;
-	int lo, hi, j, g;
-
-	if (job->T == 1 && nth == 1) {	/* run inline: the shares are set for the pool */
-		matmul_rows(job, 0, 0, job->total_rows);
-		return;
-	}
-	if (job->T == 1 && nth <= MAX_SHARES) {
-		matvec_share(job, ith, nth);
-		return;
-	}
-	for (j = 0; j < job->groups; j++) {	/* its own group first */
-		g = (ith + j) % job->groups;
-		lo = atomic_load_explicit(&job->next[g], memory_order_relaxed);
-		while (lo < job->total_rows) {
-			/* a share of what is left, smaller as it shrinks, so that the threads end together */
-			int size = (job->total_rows - lo) / (2 * nth) / 48 * 48;
-
-			size = size < 48 ? 48 : size > job->slice ? job->slice : size;
-			hi = lo + size < job->total_rows ? lo + size : job->total_rows;
-			if (atomic_compare_exchange_weak_explicit(&job->next[g], &lo, hi,
-			    memory_order_relaxed, memory_order_relaxed)) {
-				matmul_rows(job, g, lo, hi);
-				lo = atomic_load_explicit(&job->next[g], memory_order_relaxed);
-			}
-		}
-	}
-}
-
-/* The batch's tokens rounded into job->xr, a group's into its own part. */
-static void
-round_worker(void *arg, int ith, int nth)
-{
-	struct matmul_job *job = arg;
-	int g, t0, T;
-
-	if (job->groups == 1) {	/* the threads share the tokens out */
-		quant_round(job->x, job->ldx, job->T * ith / nth, job->T * (ith + 1) / nth, job->T,
-		    job->mv[0].w->cols, (float *)job->xr);
-		return;
-	}
-	for (g = ith; g < job->groups; g += nth) {
-		T = group_tokens(job, g, &t0);
-		quant_round(job->x + (size_t)t0 * job->ldx, job->ldx, 0, T, T, job->mv[0].w->cols,
-		    (float *)job->xr + job->xr_group * g);
-	}
-}
-
-static void
-matmul(struct model *m, const struct matvec *mv, int n, const float *x, size_t ldx, int T)
-{
-	struct matmul_job job = { .mv = mv, .n = n, .x = x, .ldx = ldx, .T = T, .groups = 1 };
-	int i, cols = mv[0].w->cols, once = 0, nth = pool_threads(m->pool);
-
-	if (nth > 1 && nth <= MAX_SHARES && T >= GROUP_TOKENS * nth)
-		job.groups = nth;
-	for (i = 0; i < job.groups; i++)
-		atomic_init(&job.next[i], 0);
-	for (i = 0; i < n; i++) {
-		job.total_rows += mv[i].w->rows;
-		once |= quant_rounds_once(mv[i].w->type);
-	}
-	/*
-	 * Products that round x take it rounded once, not once a claim:
-	 * rounded in every claim, it took 13% of a q8_0 prompt, and one
-	 * token's shares are claimed in parts.
-	 */
-	if (once) {
-		size_t need;
-
-		/* the groups' parts, each for the largest group */
-		job.xr_group = quant_rounded_floats((T + job.groups - 1) / job.groups, cols);
-		need = job.xr_group * job.groups;
-		if (need > m->xr_floats) {
-			free(m->xr);
-			m->xr = xmalloc(need * sizeof *m->xr);
-			m->xr_floats = need;
-		}
-		job.xr = m->xr;
-		run(m, round_worker, &job, (long long)T * cols * ROW_COST);
-	}
-	for (i = 0; T == 1 && i < nth && nth <= MAX_SHARES; i++) {
-		int lo = (int)((long long)job.total_rows * i / nth) / 16 * 16;
-		int hi = i == nth - 1 ? job.total_rows : (int)((long long)job.total_rows * (i + 1) / nth) / 16 * 16;
-
-		atomic_init(&job.share[i], SHARE(lo, hi));
-	}
-	/* about 8 claims a thread, in multiples of 48: whole tiles of 3, 4, 8 or 48 rows */
-	job.slice = job.total_rows / (8 * nth) / 48 * 48;
-	if (job.slice < 48)
-		job.slice = 48;
-	run(m, matmul_worker, &job, (long long)job.total_rows * cols * T);
-}
-
-/*
- * RoPE: rotate pairs of each head's first rope_dim dimensions by pos times
- * their frequency: adjacent pairs (x[2i], x[2i+1]) in llama's "normal"
- * style, (x[i], x[i + rope_dim/2]) in the NEOX style of qwen2.  The
- * angles' cos and sin are computed once a pass (rope_angles into cs[2i],
- * cs[2i + 1]), not per layer: each is a call to cos and one to sin.
- */
-static void
-rope_angles(const struct model *m, int pos, float *cs)
-{
-	int i;
-
-	for (i = 0; i < m->c.rope_dim / 2; i++) {
-		double theta = pos * m->rope_inv_freq[i];
-		cs[2 * i] = (float)cos(theta);
-		cs[2 * i + 1] = (float)sin(theta);
-	}
-}
-
-/* Rotate by the angles of rope_angles(). */
-static void
-rope_by(const struct model *m, float *vec, int n_heads, const float *cs)
-{
-	const struct model_config *c = &m->c;
-	int h, i, half = c->rope_dim / 2;
-
-	for (i = 0; i < half; i++) {
-		float co = cs[2 * i], sn = cs[2 * i + 1];
-		int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
-
-		for (h = 0; h < n_heads; h++) {
-			float *p = vec + h * c->head_dim;
-			float x0 = p[a], x1 = p[b];
-
-			p[a] = x0 * co - x1 * sn;
-			p[b] = x0 * sn + x1 * co;
-		}
-	}
+	run(r, norm_rows, &job, (long long)n * c->dim * ROW_COST);
 }
 
 /* RMS-norm each head of a row with weight (head_dim); nothing without one. */
@@ -832,6 +568,7 @@ add_bias(float *row, const float *bias, int len)
  */
 struct qkv_job {
 	const struct model *m;
+	const float *rope_cs;	/* rope_angles of each token's position */
 	const struct layer_weights *L;
 	float *q, *k, *v;
 	int n;
@@ -846,644 +583,134 @@ qkv_rows(void *arg, int ith, int nth)
 
 	for (int i = j->n * ith / nth; i < j->n * (ith + 1) / nth; i++) {
 		float *q = j->q + (size_t)i * Q, *k = j->k + (size_t)i * KV, *v = j->v + (size_t)i * KV;
-		const float *cs = j->m->rope_cs + (size_t)i * c->rope_dim;
+		const float *cs = j->rope_cs + (size_t)i * c->rope_dim;
 
 		add_bias(q, j->L->bq, Q);
 		add_bias(k, j->L->bk, KV);
 		add_bias(v, j->L->bv, KV);
 		head_norm(j->m, q, c->n_heads, j->L->q_norm);
 		head_norm(j->m, k, c->n_kv_heads, j->L->k_norm);
-		rope_by(j->m, q, c->n_heads, cs);
-		rope_by(j->m, k, c->n_kv_heads, cs);
+		rope_rotate(&j->m->rope, q, c->n_heads, cs);
+		rope_rotate(&j->m->rope, k, c->n_kv_heads, cs);
 	}
 }
 
-struct attn_job {
-	struct model *m;
-	const struct kv *kv;
-	int layer, pos, n;	/* tokens at positions pos..pos+n-1 */
-	int row;		/* the first token's row in the batch */
-	float *keys;		/* a thread's: the q8_0 tail keys a query reads, widened (tile_keys) */
-	atomic_int *next;	/* a batch's next (tile, KV head) to claim */
-};
-
-/* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
-#define ATTN_TILE 16
-
-/* A thread's part of m->tile: a tile's queries, its outputs, then KV_TAIL keys of a head. */
-static size_t
-tile_floats(const struct model_config *c)
-{
-	return (size_t)(2 * ATTN_TILE * (c->n_heads / c->n_kv_heads) + KV_TAIL) * c->head_dim;
-}
-
-/* Where thread ith's part of m->tile keeps the widened keys. */
-static float *
-tile_keys(const struct model *m, int ith)
-{
-	size_t part = tile_floats(&m->c);
-
-	return m->tile + (size_t)ith * part + part - (size_t)KV_TAIL * m->c.head_dim;
-}
-
-/* Where KV head kvh's keys start in a layer: its part of the first row, or of the first group. */
-static const char *
-head_keys(const struct model *m, const struct kv *kv, int layer, int kvh)
-{
-	return (const char *)kv_unit(kv, 0, layer, 0) +
-	    (size_t)kvh * m->c.head_dim * (kv->k_unit / m->c.kv_dim);
-}
-
-/* Grouped keys: the complete groups a query at pos reads; once a window's ring is full, all. */
-static int
-complete_groups(const struct kv *kv, int pos)
-{
-	return pos / KV_GROUP < kv->slots / KV_GROUP ? pos / KV_GROUP : kv->slots / KV_GROUP;
-}
-
 /*
- * Whether keys of a q8_0 ring are read in place: a head of whole blocks.
- * Others (heads of 8, say) are widened to f32 first.
+ * One pass of n <= MODEL_BATCH tokens, a layer at a time as the equations
+ * go.  out: as model_forward's, for these tokens.
  */
 static int
-keys_in_place(const struct kv *kv)
+forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
+    enum model_out what, float *out)
 {
-	return kv->head_dim % 32 == 0;
-}
-
-/* The ggml type of the rows exact_rows gives for keys. */
-static uint32_t
-tail_type(const struct kv *kv, int which)
-{
-	switch (kv->tail_type[which]) {
-	case KV_F16: return GGML_F16;
-	case KV_Q8_0: return keys_in_place(kv) ? GGML_Q8_0 : GGML_F32;
-	}
-	return GGML_F32;
-}
-
-/*
- * The tail rows of K (which 0) or V from position p on, KV head kvh's
- * part, and how far apart (*ld): from the tail ring, or for an f16
- * store from the batch's own f32 buffer once p is in the batch.  Keys
- * of a q8_0 ring whose heads are not whole blocks come widened to f32 in
- * job->keys; values of one are the ring's whole rows (the caller picks
- * the head's elements).  *end: where they stop being contiguous (the
- * batch's start, if p is before it, or where the ring wraps), at most
- * end.
- */
-static const char *
-exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_t *ld)
-{
-	const struct model *m = job->m;
-	const struct kv *kv = job->kv;
-	size_t dim = (size_t)m->c.kv_dim, col = (size_t)kvh * m->c.head_dim;
-	int hd = m->c.head_dim, wrap = (p / kv->tail_rows[which] + 1) * kv->tail_rows[which];
-
-	if (kv->tail_type[which] == KV_F32 && p >= job->pos) {
-		*ld = dim * 4;
-		return (const char *)((which ? m->vbuf : m->kbuf) + (job->row + p - job->pos) * dim + col);
-	}
-	if (kv->tail_type[which] == KV_F32 && *end > job->pos)
-		*end = job->pos;
-	if (*end > wrap)
-		*end = wrap;
-	*ld = kv_tail_row_bytes(kv, which);
-	if (kv->tail_type[which] != KV_Q8_0)
-		return (const char *)kv_tail_row(kv, which, job->layer, p) + col * (*ld / dim);
-	if (which || keys_in_place(kv))
-		return (const char *)kv_tail_row(kv, which, job->layer, p) +
-		    (which ? 0 : col / 32 * sizeof(struct block_q8_0));
-	for (int r = p; r < *end; r++)
-		kv_tail_span(kv, 0, job->layer, r, (int)col, hd, job->keys + (size_t)(r - p) * hd);
-	*ld = (size_t)hd * 4;
-	return (const char *)job->keys;
-}
-
-/*
- * Keys with a tail (grouped, or f16): scores of heads queries (head_dim
- * apart) at pos against the tail rows it reads (those of its own group,
- * or for q4_0 keys from KV_BACK positions before it), into att (att_cap
- * apart) at their slots, replacing the store's.  A group's rows never
- * wrap in the window's ring, which is whole groups long; in a ring that
- * has wrapped they take the slots of an older group, so they are scored
- * after the store.
- */
-static void
-tail_scores(const struct attn_job *job, int kvh, int pos, const float *q, int heads, float *att)
-{
-	const struct model *m = job->m;
-	const struct kv *kv = job->kv;
-	int hd = m->c.head_dim, r0 = kv_tail_from(kv, 0, pos), p, end;
-	size_t ld;
-	const char *rows;
-
-	for (p = r0; p <= pos; p = end) {
-		end = pos + 1;
-		rows = exact_rows(job, 0, kvh, p, &end, &ld);
-		quant_gemm(tail_type(kv, 0), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
-		    att + kv_slot(kv, r0) + (p - r0), (size_t)m->att_cap);
-	}
-}
-
-/*
- * Scores of nq queries (head_dim floats each, contiguous, group per
- * token) of tokens at positions first..last against the cached slots
- * [0, kv_seen(last)): row stores as one matmul over their rows (f32 or
- * f16), grouped keys from their groups, then for each token the tail
- * rows of its own group, if the keys have a tail.  Every score is
- * computed as it would be alone.
- */
-static void
-attention_scores(const struct attn_job *job, int kvh, int first, int last, const float *q,
-    int group, float *att)
-{
-	const struct model *m = job->m;
-	const struct kv *kv = job->kv;
+	const struct model *m = r->m;
 	const struct model_config *c = &m->c;
-	int layer = job->layer;
-	size_t ld = (size_t)m->att_cap, hd = (size_t)c->head_dim;
-	int nq = (last - first + 1) * group, t, groups;
+	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim, l, i;
 
-	if (!kv_grouped(kv))
-		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, head_keys(m, kv, layer, kvh),
-		    kv->k_unit, 0, kv_seen(kv, last), (int)hd, q, hd, nq, att, ld);
-	else if ((groups = complete_groups(kv, last)) > 0)
-		quant_group_scores(kv->k_type == KV_Q4_0, head_keys(m, kv, layer, kvh),
-		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
-	for (t = first; kv->tail[0] && t <= last; t++)
-		tail_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
-		    att + (size_t)(t - first) * group * ld);
-}
-
-/*
- * A windowed cache that has evicted e positions before a query at pos:
- * the slots of evicted positions that still hold rows score -inf, and
- * the sinks are scored again.  Keys are stored rotated by their own
- * position, and RoPE makes a score depend on the distance alone, so the
- * window's keys are already right for the query rotated by pos; the
- * sinks must be e positions nearer, as if the window had closed up
- * behind them, so they take the query rotated back by e.
- */
-static void
-attention_window(const struct model *m, const struct kv *kv, int layer, int kvh, int pos,
-    const float *q, int group, float *att, float *scratch)
-{
-	const struct model_config *c = &m->c;
-	size_t ld = (size_t)m->att_cap;
-	int hd = c->head_dim, e = kv_evicted(kv, pos), lo, p, h, d;
-	/* scratch: the rotated queries, a key, and the angles (group + 2 heads) */
-	float *qs = scratch, *key = scratch + (size_t)group * hd, *cs = key + hd, sum;
-
-	if (e == 0)
-		return;
-	/*
-	 * Evicted positions [sinks, sinks + e) still held: those of the sink
-	 * slots' round-up, and the ring's oldest, from pos - ring_slots + 1.
-	 */
-	lo = pos - kv->ring_slots + 1 > kv->sink_slots ? pos - kv->ring_slots + 1 : kv->sink_slots;
-	for (p = kv->sinks; p < kv->sinks + e; p++) {
-		if (p >= kv->sink_slots && p < lo) {
-			p = lo - 1;	/* overwritten: skip to the ring's oldest */
-			continue;
-		}
-		for (h = 0; h < group; h++)
-			att[h * ld + kv_slot(kv, p)] = -INFINITY;
-	}
-	memcpy(qs, q, (size_t)group * hd * sizeof *qs);
-	rope_angles(m, -e, cs);
-	rope_by(m, qs, group, cs);
-	for (p = 0; p < kv->sinks; p++) {
-		kv_key(kv, layer, p, kvh * hd, hd, key);
-		for (h = 0; h < group; h++) {
-			for (sum = 0, d = 0; d < hd; d++)
-				sum += qs[h * hd + d] * key[d];
-			att[h * ld + p] = sum;
-		}
-	}
-}
-
-/*
- * One stretch of the value chains of queries [a, b) of att (att_cap
- * apart): slots [s, e), dimensions [d0, d0 + w) of KV head kvh, into out
- * (ldo apart).  From the store, or if tail from the tail rows from
- * position r0 on, which fill the slots from kv_slot(r0) on.
- * acc: carry on chains begun in out; an empty stretch does nothing.
- */
-static void
-value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att, int a, int b,
-    int s, int e, int tail, int r0, float *out, size_t ldo, int acc)
-{
-	const struct model *m = job->m;
-	const struct kv *kv = job->kv;
-	size_t ld = (size_t)m->att_cap, dim = (size_t)m->c.kv_dim, lr;
-	int col = kvh * m->c.head_dim + d0, layer = job->layer;
-
-	if (e <= s)
-		return;
-	att += (size_t)a * ld;
-	out += (size_t)a * ldo;
-	while (tail && s < e) {	/* f32 rows of f16 values, or q8_0 rows of q4_0 ones */
-		int p = r0 + s - kv_slot(kv, r0), end = p + e - s;
-		const char *rows = exact_rows(job, 1, kvh, p, &end, &lr);
-		if (kv->tail_type[1] == KV_Q8_0)
-			quant_row_values(GGML_Q8_0, end - p, b - a, att + s, ld, rows, lr, col, w,
-			    out, ldo, acc);
-		else
-			quant_attn_values(end - p, b - a, att + s, ld, (const float *)rows + d0, lr / 4,
-			    w, out, ldo, acc);
-		s += end - p;
-		acc = 1;
-	}
-	if (tail)
-		return;
-	att += s;
-	if (kv->v_type == KV_F32)
-		quant_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, 1, layer, s) + col,
-		    dim, w, out, ldo, acc);
-	else
-		quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
-		    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, e - s, b - a, att, ld,
-		    kv_unit(kv, 1, layer, s), kv->v_unit, col, w, out, ldo, acc);
-}
-
-/*
- * Values with a tail: after the store's slots before the tail rows
- * (shared by the queries [a, b), all of one group), the tail rows each
- * query reads, all queries to the first one's last position,
- * then those that go further carry on; then, in a window's ring that has
- * wrapped, each query's store slots after them.  acc: as value_span.
- */
-static void
-tail_values(const struct attn_job *job, int kvh, int d0, int w, int first, int group,
-    const float *att, int a, int b, float *out, size_t ldo)
-{
-	const struct kv *kv = job->kv;
-	int r0 = kv_tail_from(kv, 1, first + a / group), s0 = kv_slot(kv, r0), done = s0, h, end;
-
-	value_span(job, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
-	for (h = a; h < b; ) {
-		end = s0 + first + h / group - r0 + 1;
-		value_span(job, kvh, d0, w, att, h, b, done, end, 1, r0, out, ldo, done > 0);
-		done = end;
-		while (h < b && s0 + first + h / group - r0 + 1 == end)
-			h++;
-	}
-	for (h = a; h < b; h++) {
-		int pos = first + h / group, seen = kv_seen(kv, pos);
-		end = s0 + pos - r0 + 1;
-		if (end < seen)
-			value_span(job, kvh, d0, w, att, h, h + 1, end, seen, 0, r0, out, ldo, 1);
-	}
-}
-
-/*
- * The weighted sum of the values for queries [a, b) of the tile (token
- * first + (h / group) for query h), into out (head_dim apart).  Each
- * output is one chain over slots in order: all queries run to the first
- * one's last position, then those that go further carry on.  Values
- * with a tail run one group of positions at a time (tail_values).
- */
-static void
-attention_values(const struct attn_job *job, int kvh, int first, int group, const float *att,
-    int a, int b, float *out)
-{
-	const struct kv *kv = job->kv;
-	size_t hd = (size_t)job->m->c.head_dim;
-	int done = 0, h = a, end;
-
-	while (kv->tail[1] && h < b) {
-		int g = (first + h / group) / KV_GROUP, h1 = h;
-		while (h1 < b && (first + h1 / group) / KV_GROUP == g)
-			h1++;
-		tail_values(job, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
-		h = h1;
-	}
-	while (h < b) {
-		end = kv_seen(kv, first + h / group);	/* the slots query h sees */
-		value_span(job, kvh, 0, (int)hd, att, h, b, done, end, 0, 0, out, hd, done > 0);
-		done = end;
-		while (h < b && kv_seen(kv, first + h / group) == end)
-			h++;
-	}
-}
-
-static void
-attention_worker(void *arg, int ith, int nth)
-{
-	struct attn_job own = *(const struct attn_job *)arg;
-	const struct attn_job *job = &own;
-	struct model *m = job->m;
-	const struct model_config *c = &m->c;
-	int group = c->n_heads / c->n_kv_heads;	/* query heads per KV head */
-	int q_dim = c->n_heads * c->head_dim, hd = c->head_dim;
-	int tiles = (job->n + ATTN_TILE - 1) / ATTN_TILE;
-	float scale = 1.0f / sqrtf((float)hd);
-	float *att = m->att + (size_t)ith * ATTN_TILE * group * m->att_cap;
-	float *qt = m->tile + (size_t)ith * tile_floats(c), *ot = qt + ATTN_TILE * group * hd;
-	int work, i, g, nq;
-
-	own.keys = tile_keys(m, ith);
-
-	/*
-	 * Tiles and KV heads claimed in turn, the last tiles (the most
-	 * positions) first: shared out by turns, a thread slowed by a
-	 * neighbour held the other up at every layer.
-	 */
-	(void)nth;
-	while ((work = atomic_fetch_add_explicit(job->next, 1, memory_order_relaxed)) <
-	    tiles * c->n_kv_heads) {
-		int kvh = work % c->n_kv_heads, i0 = (tiles - 1 - work / c->n_kv_heads) * ATTN_TILE;
-		int i1 = i0 + ATTN_TILE < job->n ? i0 + ATTN_TILE : job->n;
-
-		/* the tile's queries side by side: token by token, the heads of this KV head */
-		for (i = i0; i < i1; i++)
-			memcpy(qt + (size_t)(i - i0) * group * hd,
-			    m->q + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
-			    (size_t)group * hd * 4);
-		nq = (i1 - i0) * group;
-		attention_scores(job, kvh, job->pos + i0, job->pos + i1 - 1, qt, group, att);
-		for (i = i0; i < i1; i++)
-			attention_window(m, job->kv, job->layer, kvh, job->pos + i,
-			    qt + (size_t)(i - i0) * group * hd, group,
-			    att + (size_t)(i - i0) * group * m->att_cap, ot);	/* ot: free till the values */
-		for (g = 0; g < nq; g++)
-			quant_softmax(att + (size_t)g * m->att_cap,
-			    kv_seen(job->kv, job->pos + i0 + g / group), scale);
-		attention_values(job, kvh, job->pos + i0, group, att, 0, nq, ot);
-		for (i = i0; i < i1; i++)
-			memcpy(m->xb + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
-			    ot + (size_t)(i - i0) * group * hd, (size_t)group * hd * 4);
-	}
-}
-
-/*
- * One token over a long cache, in three balanced steps: scores by KV head
- * and slice of positions (of groups, for grouped keys); the f16 rows,
- * window and softmax by query head; values by KV head and block of 32
- * dimensions.  attention_worker gives each thread whole KV heads, so with
- * 3 of them on 2 threads one thread idles a third of the time.  Each
- * score, weight and output is computed with the same operations as there
- * (kernels compute an output alike whatever its company), so the bits are
- * the same; only the two extra hand-offs differ, which pay from SPLIT_MIN
- * cached floats on.
- */
-#define SPLIT_MIN (512 * 192)	/* cached floats a layer's keys take: SmolLM2's 512 positions */
-
-static void
-split_scores(void *arg, int ith, int nth)
-{
-	const struct attn_job *job = arg;
-	const struct model *m = job->m;
-	const struct model_config *c = &m->c;
-	const struct kv *kv = job->kv;
-	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, w;
-	int seen = kv_seen(kv, job->pos);
-
-	for (w = ith; w < c->n_kv_heads * nth; w += nth) {
-		int kvh = w / nth, piece = w % nth;
-		const char *keys = head_keys(m, kv, job->layer, kvh);
-		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd;
-		float *att = m->att + (size_t)kvh * group * m->att_cap;
-		if (!kv_grouped(kv)) {
-			int p0 = (int)((long long)seen * piece / nth);
-			int p1 = (int)((long long)seen * (piece + 1) / nth);
-			quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, p0, p1,
-			    hd, q, (size_t)hd, group, att, (size_t)m->att_cap);
-			continue;
-		}
-		/* grouped keys: a slice of the complete groups (split_softmax scores the f16 rows) */
-		int groups = complete_groups(kv, job->pos);
-		int g0 = (int)((long long)groups * piece / nth), g1 = (int)((long long)groups * (piece + 1) / nth);
-		if (g1 > g0)
-			quant_group_scores(kv->k_type == KV_Q4_0, keys + (size_t)g0 * kv->k_unit, kv->k_unit,
-			    g1 - g0, hd, q, (size_t)hd, group, att + (size_t)g0 * KV_GROUP, (size_t)m->att_cap);
-	}
-}
-
-static void
-split_softmax(void *arg, int ith, int nth)
-{
-	struct attn_job own = *(const struct attn_job *)arg;
-	const struct attn_job *job = &own;
-	struct model *m = job->m;
-	const struct model_config *c = &m->c;
-	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, h;
-	float *scratch = m->tile + (size_t)ith * tile_floats(c);
-
-	own.keys = tile_keys(m, ith);
-
-	for (h = ith; h < c->n_heads; h += nth) {
-		const struct kv *kv = job->kv;
-		const float *q = m->q + (size_t)job->row * c->n_heads * hd + (size_t)h * hd;
-		float *att = m->att + (size_t)h * m->att_cap;
-		if (kv->tail[0])	/* after the store, which split_scores has done */
-			tail_scores(job, h / group, job->pos, q, 1, att);
-		attention_window(m, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
-		quant_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
-	}
-}
-
-static void
-split_values(void *arg, int ith, int nth)
-{
-	const struct attn_job *job = arg;
-	const struct model *m = job->m;
-	const struct model_config *c = &m->c;
-	const struct kv *kv = job->kv;
-	int group = c->n_heads / c->n_kv_heads, hd = c->head_dim, w;
-	int nb = hd % 32 == 0 ? hd / 32 : 1, bw = hd / nb, seen = kv_seen(kv, job->pos);
-
-	for (w = ith; w < c->n_kv_heads * nb; w += nth) {
-		int kvh = w / nb, d0 = w % nb * bw;
-		const float *att = m->att + (size_t)kvh * group * m->att_cap;
-		float *out = m->xb + (size_t)job->row * c->n_heads * hd + (size_t)kvh * group * hd + d0;
-		if (kv->tail[1])
-			tail_values(job, kvh, d0, bw, job->pos, group, att, 0, group, out, (size_t)hd);
-		else
-			value_span(job, kvh, d0, bw, att, 0, group, 0, seen, 0, 0, out, (size_t)hd, 0);
-	}
-}
-
-/* The attention of the tokens of one job, on the pool. */
-static void
-attention(struct model *m, struct attn_job *job)
-{
-	const struct model_config *c = &m->c;
-	int nth = pool_threads(m->pool);
-	long long seen = kv_seen(job->kv, job->pos);
-	atomic_int next;
-
-	/* the split needs a row of att per query head */
-	if (job->n == 1 && nth > 1 && seen * c->kv_dim >= SPLIT_MIN && c->n_kv_heads <= nth * ATTN_TILE) {
-		pool_run(m->pool, split_scores, job);
-		pool_run(m->pool, split_softmax, job);
-		pool_run(m->pool, split_values, job);
-		return;
-	}
-	atomic_init(&next, 0);
-	job->next = &next;
-	run(m, attention_worker, job, job->n * seen * c->n_heads * c->head_dim);
-}
-
-/*
- * The batch pass.  Logits: none (all_logits NULL, want_logits 0), the last
- * token's into m->logits (want_logits 1), or every token's, n rows of
- * vocab_size, into all_logits.
- */
-static float *
-forward(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    int want_logits, float *all_logits, float *hidden, int *err)
-{
-	const struct model_config *c = &m->c;
-	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim;
-	int nth = pool_threads(m->pool), l, i, seen, one_by_one, step;
-	struct attn_job aj;
-	float *k, *v;
-
-	*err = 0;
-	/* max_ctx is a hard ceiling, checked before the pass starts; a window slides past it. */
-	if (!kv->window && pos + n > kv->max_ctx) {
-		llm_seterr("context full: position %d is past max_ctx %d", pos + n - 1, kv->max_ctx);
-		goto fail;
-	}
-	if (pos < 0 || pos > kv->seq_len || n < 1 || n > MODEL_BATCH || pos > INT_MAX - n) {
-		llm_seterr("forward: bad position %d or batch %d", pos, n);
-		goto fail;
-	}
 	for (i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= c->vocab_size) {
 			llm_seterr("forward: bad token %d", tokens[i]);
-			goto fail;
+			return -1;
 		}
-	seen = kv_seen(kv, pos + n - 1);
-	if (seen > m->att_cap || nth > m->att_threads) {
-		int cap = m->att_cap ? m->att_cap : 64;
-
-		while (cap < seen)
-			cap *= 2;
-		free(m->att);
-		free(m->tile);
-		m->att = xmalloc((size_t)nth * ATTN_TILE * (c->n_heads / c->n_kv_heads) * cap *
-		    sizeof(float));
-		m->tile = xmalloc((size_t)nth * tile_floats(c) * sizeof(float));
-		m->att_cap = cap;
-		m->att_threads = nth;
-	}
-	/* Grow the cache for the whole batch before any row is written. */
-	if (kv_grow_to(kv, pos + n) < 0)
-		goto fail;
-	/*
-	 * A batch that wraps a window's ring would overwrite rows its own
-	 * earlier tokens read: its tokens then write and attend one by one.
-	 */
-	one_by_one = kv->window && pos + n > kv->slots;
-	step = one_by_one ? 1 : kv_put_max(kv) < n ? kv_put_max(kv) : n;
+	if (kv_begin(kv, pos, n) < 0)
+		return -1;
 
 	/* the batch's RoPE angles, for every layer */
 	for (i = 0; i < n; i++)
-		rope_angles(m, pos + i, m->rope_cs + (size_t)i * c->rope_dim);
+		rope_angles(&m->rope, pos + i, r->rope_cs + (size_t)i * c->rope_dim);
 
 	for (i = 0; i < n; i++)
 		quant_dequant_row(m->token_embd.type,
 		    (const char *)m->token_embd.data + (size_t)tokens[i] * m->token_embd.row_bytes,
-		    m->x + (size_t)i * D, (size_t)D);
+		    r->x + (size_t)i * D, (size_t)D);
 
 	for (l = 0; l < c->n_layers; l++) {
 		const struct layer_weights *L = &m->layers[l];
 
 		/*
-		 * Attention: Q, K and V for the batch (f32 K and V straight into
-		 * the cache, other types through a batch buffer and kv_put), the
-		 * family's biases and per-head norms if it has them, then RoPE.
-		 * The previous layer's FFN output joins the residual stream first.
+		 * Attention: norm, then Q, K and V for the batch, the family's
+		 * biases and per-head norms if it has them, then RoPE; K and V
+		 * go to the cache, which attends.  The previous layer's FFN
+		 * output joins the residual stream in the norm.
 		 */
-		add_norm(m, m->xb, m->x, l ? m->xb2 : NULL, L->attn_norm, n);
-		k = kv->k_type == KV_F32 && !one_by_one ? kv_k_write(kv, l, pos) : m->kbuf;
-		v = kv->v_type == KV_F32 && !one_by_one ? kv_v_write(kv, l, pos) : m->vbuf;
-		struct matvec qkv[] = { { m->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
-		matmul(m, qkv, 3, m->xb, D, n);
-		struct qkv_job qj = { m, L, m->q, k, v, n };
-		run(m, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
-		/* a window's wrapping batch one by one; q4_0 stores' rings take kv_put_max at once */
-		for (i = 0; i < n; i += step) {
-			int p = pos + i, b = n - i < step ? n - i : step;
-			if ((k == m->kbuf && kv_put_k(kv, l, p, b, k + (size_t)i * KV, KV) < 0) ||
-			    (v == m->vbuf && kv_put_v(kv, l, p, b, v + (size_t)i * KV, KV) < 0))
-				goto fail;
-			aj = (struct attn_job){ m, kv, l, p, b, i, NULL, NULL };
-			attention(m, &aj);
-			kv_put_tail(kv, l, p, b, k == m->kbuf ? k + (size_t)i * KV : NULL,
-			    v == m->vbuf ? v + (size_t)i * KV : NULL, KV);
-		}
-		/* Rotated values give the rotated output; the transform is its own inverse. */
-		if (kv->v_rotated)
-			for (i = 0; i < n; i++)
-				quant_hadamard(m->xb + (size_t)i * Q, (size_t)Q, kv->rot);
-
-		struct matvec wo[] = { { m->xb2, D, &L->wo } };
-		matmul(m, wo, 1, m->xb, Q, n);
+		add_norm(r, r->xb, r->x, l ? r->xb2 : NULL, L->attn_norm, n);
+		struct matvec qkv[] = { { r->q, Q, &L->wq }, { r->k, KV, &L->wk }, { r->v, KV, &L->wv } };
+		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
+		struct qkv_job qj = { m, r->rope_cs, L, r->q, r->k, r->v, n };
+		run(r, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
+		if (kv_append(kv, l, pos, n, r->k, r->v) < 0 ||
+		    kv_attend(kv, &r->attn, l, pos, n, r->q, r->xb) < 0)
+			return -1;
+		struct matvec wo[] = { { r->xb2, D, &L->wo } };
+		matmul(r->pool, &r->mm, wo, 1, r->xb, Q, n);
 
 		/* FFN: SwiGLU, down(silu(gate(x)) * up(x)), after the residual add. */
-		add_norm(m, m->xb, m->x, m->xb2, L->ffn_norm, n);
-		struct matvec gate_up[] = { { m->hb, F, &L->w_gate }, { m->hb2, F, &L->w_up } };
-		matmul(m, gate_up, 2, m->xb, D, n);
-		swiglu(m, m->hb, m->hb2, n);
-		struct matvec down[] = { { m->xb2, D, &L->w_down } };
-		matmul(m, down, 1, m->hb, F, n);
+		add_norm(r, r->xb, r->x, r->xb2, L->ffn_norm, n);
+		struct matvec gate_up[] = { { r->hb, F, &L->w_gate }, { r->hb2, F, &L->w_up } };
+		matmul(r->pool, &r->mm, gate_up, 2, r->xb, D, n);
+		swiglu(r, r->hb, r->hb2, n);
+		struct matvec down[] = { { r->xb2, D, &L->w_down } };
+		matmul(r->pool, &r->mm, down, 1, r->hb, F, n);
 	}
+	if (kv_set_seq_len(kv, pos + n) < 0)
+		return -1;
 	/* the last layer's FFN output joins the residual stream of the rows wanted, in their output norm */
-	kv->seq_len = pos + n;
-	if (hidden) {
-		add_norm(m, hidden, m->x, m->xb2, m->output_norm, n);
-		return hidden;
+	switch (what) {
+	case MODEL_OUT_NONE:
+		break;
+	case MODEL_OUT_HIDDEN:
+		add_norm(r, out, r->x, r->xb2, m->output_norm, n);
+		break;
+	case MODEL_OUT_ALL: {
+		add_norm(r, r->x, r->x, r->xb2, m->output_norm, n);
+		struct matvec lg[] = { { out, (size_t)c->vocab_size, &m->output } };
+		matmul(r->pool, &r->mm, lg, 1, r->x, D, n);
+		break;
 	}
-	if (all_logits) {
-		add_norm(m, m->x, m->x, m->xb2, m->output_norm, n);
-		struct matvec out[] = { { all_logits, (size_t)c->vocab_size, &m->output } };
-		matmul(m, out, 1, m->x, D, n);
-		return all_logits;
+	case MODEL_OUT_LAST: {
+		/* Only the last token's logits: the output matrix is the largest. */
+		float *last = r->x + (size_t)(n - 1) * D;
+		add_norm(r, last, last, r->xb2 + (size_t)(n - 1) * D, m->output_norm, 1);
+		struct matvec lg[] = { { out, 0, &m->output } };
+		matmul(r->pool, &r->mm, lg, 1, last, D, 1);
+		break;
 	}
-	if (!want_logits)
-		return NULL;
-
-	/* Only the last token's logits: the output matrix is the largest. */
-	float *last = m->x + (size_t)(n - 1) * D;
-	add_norm(m, last, last, m->xb2 + (size_t)(n - 1) * D, m->output_norm, 1);
-	struct matvec out[] = { { m->logits, 0, &m->output } };
-	matmul(m, out, 1, last, D, 1);
-	return m->logits;
-fail:
-	*err = 1;
-	return NULL;
-}
-
-float *
-model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    int want_logits, int *err)
-{
-	return forward(m, kv, tokens, n, pos, want_logits, NULL, NULL, err);
-}
-
-float *
-model_forward_logits(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    float *logits, int *err)
-{
-	return forward(m, kv, tokens, n, pos, 1, logits, NULL, err);
-}
-
-float *
-model_forward_hidden(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    float *hidden, int *err)
-{
-	return forward(m, kv, tokens, n, pos, 0, NULL, hidden, err);
+	}
+	return 0;
 }
 
 int
-model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int pooling,
+model_forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
+    enum model_out what, float *out)
+{
+	const struct model_config *c = &r->m->c;
+	size_t row = what == MODEL_OUT_ALL ? (size_t)c->vocab_size :
+	    what == MODEL_OUT_HIDDEN ? (size_t)c->dim : 0;
+	int i, b;
+
+	if (n < 1 || (unsigned)what > MODEL_OUT_HIDDEN ||
+	    ((what == MODEL_OUT_ALL || what == MODEL_OUT_HIDDEN) && !out)) {
+		llm_seterr("forward: bad position %d or batch %d", pos, n);
+		return -1;
+	}
+	if (what == MODEL_OUT_LAST && !out)
+		out = r->logits;
+	/* Each batch reads every weight from memory once; only the last gives the last logits. */
+	for (i = 0; i < n; i += b) {
+		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
+		if (forward(r, kv, tokens + i, b, pos + i,
+		    what == MODEL_OUT_LAST && i + b < n ? MODEL_OUT_NONE : what,
+		    out ? out + (size_t)i * row : NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+model_embed(struct model_run *r, struct kv *kv, const int *tokens, int n, int pooling,
     int normalize, float *out)
 {
-	int D = m->c.dim, i, b = 0, t, err = 0;	/* b: the last batch's size (n >= 1) */
+	int D = r->m->c.dim, i, b = 0, t, err = 0;	/* b: the last batch's size (n >= 1) */
 	float *h = xmalloc((size_t)MODEL_BATCH * D * sizeof *h);
 	double *sum = xcalloc((size_t)D, sizeof *sum), ss = 0;
 
@@ -1496,7 +723,7 @@ model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int poolin
 	kv_clear(kv);
 	for (i = 0; i < n && !err; i += b) {
 		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
-		forward(m, kv, tokens + i, b, i, 0, NULL, h, &err);
+		err = model_forward(r, kv, tokens + i, b, i, MODEL_OUT_HIDDEN, h) < 0;
 		for (t = 0; t < b && !err && pooling == MODEL_POOL_MEAN; t++)
 			for (int d = 0; d < D; d++)
 				sum[d] += h[(size_t)t * D + d];
@@ -1517,26 +744,4 @@ model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int poolin
 		out[d] = (float)(normalize && ss > 0 ? sum[d] / sqrt(ss) : sum[d]);
 	free(h), free(sum);
 	return 0;
-}
-
-float *
-model_forward(struct model *m, struct kv *kv, int token, int pos, int want_logits, int *err)
-{
-	return model_forward_batch(m, kv, &token, 1, pos, want_logits, err);
-}
-
-float *
-model_prefill(struct model *m, struct kv *kv, const int *tokens, int n, int pos,
-    int want_logits, int *err)
-{
-	float *logits = NULL;
-	int i, b;
-
-	*err = 0;
-	for (i = 0; i < n && !*err; i += b) {
-		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
-		logits = model_forward_batch(m, kv, tokens + i, b, pos + i,
-		    want_logits && i + b == n, err);
-	}
-	return logits;
 }

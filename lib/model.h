@@ -4,9 +4,12 @@
 
 #include <stdint.h>
 
+#include "attn.h"
 #include "gguf.h"
 #include "kv.h"
+#include "matmul.h"
 #include "pool.h"
+#include "rope.h"
 
 struct model_config {
 	int dim;		/* embedding width */
@@ -31,14 +34,6 @@ struct model_config {
 	int fused;		/* Q, K, V in one attn_qkv, gate and up in one ffn_up (phi3) */
 };
 
-/* A weight matrix as it lies in the map: rows of cols, in its file type. */
-struct weight {
-	const void *data;
-	uint32_t type;
-	int rows, cols;
-	size_t row_bytes;
-};
-
 struct layer_weights {
 	const float *attn_norm, *ffn_norm;
 	const float *bq, *bk, *bv;	/* NULL without biases */
@@ -47,6 +42,7 @@ struct layer_weights {
 	struct weight w_gate, w_up, w_down;
 };
 
+/* A loaded model: the file's map, the hyperparameters and the weights bound in it; no pass changes it. */
 struct model {
 	struct gguf gguf;
 	struct model_config c;
@@ -55,57 +51,59 @@ struct model {
 	struct layer_weights *layers;
 	float **owned;		/* norm vectors converted from other types */
 	int n_owned;
-
-	/* Run state for a batch of up to MODEL_BATCH tokens, row per token. */
-	float *x, *xb, *xb2, *hb, *hb2, *q, *logits;
-	float *kbuf, *vbuf;	/* K and V of a batch, for caches that are not f32 */
-	float *att;		/* per thread: the scores of a tile's queries, att_cap apart */
-	float *tile;		/* per thread: a tile's queries, then its outputs */
-	float *xr;		/* a batch's x rounded once (quant_round), made when first needed */
-	size_t xr_floats;
-	int att_cap, att_threads;
 	const float *rope_factors;	/* rope_freqs.weight, rope_dim / 2 of them, or NULL */
-	double *rope_inv_freq;	/* rope_dim / 2 entries, divided by rope_freqs.weight's factors if any */
-	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
+	struct rope rope;
 	unsigned char *used;	/* per tensor of the file: bound to the model */
-	struct pool *pool;
 };
 
 /* Open a GGUF and bind a Llama model; -1 with llm_err() on failure. */
 int model_load(struct model *m, const char *path);
 void model_free(struct model *m);
-void model_set_pool(struct model *m, struct pool *pool);
 
 /*
- * Tokens a forward pass takes at once; longer prompts go in chunks.  Each
- * chunk reads every weight from memory once: 128 rather than 64 made a
- * 512-token prefill 5-8% faster; the batch buffers are only resident as
+ * Tokens a forward pass takes at once; longer prompts go in batches.
+ * Each batch reads every weight from memory once: 128 rather than 64 made
+ * a 512-token prefill 5-8% faster; the batch buffers are only resident as
  * far as a batch fills them.
  */
 #define MODEL_BATCH 128
 
 /*
- * Run tokens[0..n) at positions pos..pos+n-1 (0 <= pos <= kv->seq_len,
- * n <= MODEL_BATCH) and append their K and V to the cache.  Returns the
- * logits of the last token, or NULL if want_logits is 0; on error
- * (context full, out of memory) returns NULL with *err set and llm_err()
- * saying why.  A batch gives bitwise the same results as its tokens one
- * at a time.
+ * The run state of one sequence (llama2.c's RunState): the buffers of a
+ * batch of up to MODEL_BATCH tokens, row per token, and the attention's
+ * scratch.  Any number of runs may share one model.
  */
-float *model_forward_batch(struct model *m, struct kv *kv, const int *tokens, int n,
-    int pos, int want_logits, int *err);
+struct model_run {
+	const struct model *m;
+	struct pool *pool;	/* NULL: the calling thread alone */
+	float *x, *xb, *xb2, *hb, *hb2, *q, *k, *v;
+	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
+	struct matmul_scratch mm;
+	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
+	struct attn attn;
+};
 
-/* The same, with every token's logits: n rows of vocab_size into logits. */
-float *model_forward_logits(struct model *m, struct kv *kv, const int *tokens, int n,
-    int pos, float *logits, int *err);
+int model_run_init(struct model_run *r, const struct model *m, struct pool *pool);
+void model_run_free(struct model_run *r);
 
-/* One token: model_forward_batch with n = 1. */
-float *model_forward(struct model *m, struct kv *kv, int token, int pos,
-    int want_logits, int *err);
+/* What a forward pass gives. */
+enum model_out {
+	MODEL_OUT_NONE,		/* nothing: the cache is filled */
+	MODEL_OUT_LAST,		/* the last token's logits, vocab_size floats (out NULL: r->logits) */
+	MODEL_OUT_ALL,		/* every token's logits, n rows of vocab_size */
+	MODEL_OUT_HIDDEN,	/* every token's final-norm hidden state, n rows of dim */
+};
 
-/* The same, with every token's final-norm hidden state: n rows of dim into hidden. */
-float *model_forward_hidden(struct model *m, struct kv *kv, const int *tokens, int n,
-    int pos, float *hidden, int *err);
+/*
+ * Run tokens[0..n) at positions pos..pos+n-1 (0 <= pos <= the cache's
+ * seq_len) in batches of MODEL_BATCH, appending their keys and values to
+ * the cache, and write what is asked to out.  0, or -1 with llm_err()
+ * saying why (a bad token, the context full, out of memory): the batches
+ * before the failing one are in the cache.  A batch gives bitwise the
+ * same results as its tokens one at a time.
+ */
+int model_forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
+    enum model_out what, float *out);
 
 /*
  * An embedding of tokens[0..n): the final-norm hidden states pooled by
@@ -115,12 +113,8 @@ float *model_forward_hidden(struct model *m, struct kv *kv, const int *tokens, i
  * -1 with llm_err().
  */
 enum { MODEL_POOL_MEAN, MODEL_POOL_LAST };
-int model_embed(struct model *m, struct kv *kv, const int *tokens, int n, int pooling,
+int model_embed(struct model_run *r, struct kv *kv, const int *tokens, int n, int pooling,
     int normalize, float *out);
-
-/* Run any number of tokens in batches; the logits of the last. */
-float *model_prefill(struct model *m, struct kv *kv, const int *tokens, int n,
-    int pos, int want_logits, int *err);
 
 /* The SHA-256 model fingerprint of llm-kv(5). */
 void model_fingerprint(const struct model *m, uint8_t out[32]);

@@ -200,6 +200,15 @@ pool_run(struct pool *p, pool_fn fn, void *arg)
 	}
 }
 
+void
+pool_run_work(struct pool *p, pool_fn fn, void *arg, long long work)
+{
+	if (work < POOL_INLINE_WORK)
+		fn(arg, 0, 1);
+	else
+		pool_run(p, fn, arg);
+}
+
 int
 pool_default_threads(void)
 {

@@ -17,6 +17,62 @@
 #include "fixture.h"
 #include "ggufw.h"
 
+
+/*
+ * The tests drive the model as llm-decode does, through a run state;
+ * each pass gets a fresh run (a run carries nothing from pass to pass but
+ * scratch), on the pool set_pool() last gave (NULL: one thread).
+ */
+static struct pool *test_pool;
+static float *fwd_last;		/* the last MODEL_OUT_LAST logits fwd() gave without an out */
+
+static void
+set_pool(struct pool *p)
+{
+	test_pool = p;
+}
+
+/*
+ * model_forward on a run of its own: out, or for MODEL_OUT_LAST without
+ * out the logits in a buffer that the next such call overwrites; NULL and
+ * *err set on failure (and for MODEL_OUT_NONE).
+ */
+static float *
+fwd(struct model *m, struct kv *kv, const int *tokens, int n, int pos, enum model_out what,
+    float *out, int *err)
+{
+	static size_t cap;
+	size_t V = (size_t)m->c.vocab_size;
+	struct model_run r;
+
+	model_run_init(&r, m, test_pool);
+	*err = model_forward(&r, kv, tokens, n, pos, what, out) < 0;
+	if (!*err && what == MODEL_OUT_LAST && !out) {
+		if (V > cap) {
+			free(fwd_last);
+			fwd_last = xmalloc(V * sizeof *fwd_last);
+			cap = V;
+		}
+		memcpy(fwd_last, r.logits, V * sizeof *fwd_last);
+		out = fwd_last;
+	}
+	model_run_free(&r);
+	return *err || what == MODEL_OUT_NONE ? NULL : out;
+}
+
+static int
+embed(struct model *m, struct kv *kv, const int *tokens, int n, int pooling, int normalize,
+    float *out)
+{
+	struct model_run r;
+	int rc;
+
+	model_run_init(&r, m, test_pool);
+	rc = model_embed(&r, kv, tokens, n, pooling, normalize, out);
+	model_run_free(&r);
+	return rc;
+}
+
 static char path[256];
 
 /* Write a fixture as NAME in the tests' scratch folder; its path. */
@@ -211,7 +267,7 @@ worst_against_reference(struct model *m, struct kv *kv, const int *ids, int n, c
 	int err, t;
 
 	for (t = 0; t < n; t++) {
-		float *logits = model_forward(m, kv, ids[t], t, 1, &err);
+		float *logits = fwd(m, kv, &ids[t], 1, t, MODEL_OUT_LAST, NULL, &err);
 		double maxabs = 0, maxdiff = 0;
 
 		CHECK(!err && logits, "%s", llm_err());
@@ -267,7 +323,7 @@ greedy_run(struct model *m, struct kv *kv, int n, float *out, int *tokens)
 	int err, tok = 1;
 
 	for (int pos = 0; pos < n; pos++) {
-		float *logits = model_forward(m, kv, tok, pos, 1, &err);
+		float *logits = fwd(m, kv, &tok, 1, pos, MODEL_OUT_LAST, NULL, &err);
 		if (err)
 			die(1, "forward: %s", llm_err());
 		memcpy(out + (size_t)pos * m->c.vocab_size, logits,
@@ -300,12 +356,13 @@ grow_on_demand_is_bitwise_identical_to_prealloc(void)
 	greedy_run(&m, &grow, N, a, ta);
 	greedy_run(&m, &dense_kv, N, b, tb);
 	pool = pool_create(2);
-	model_set_pool(&m, pool);
+	set_pool(pool);
 	greedy_run(&m, &threaded, N, c, tc);
 	CHECK(grow.cap == 512 && dense_kv.cap == 512, "caps %d %d", grow.cap, dense_kv.cap);
 	CHECK(memcmp(a, b, bytes) == 0, "grown and dense logits differ");
 	CHECK(memcmp(ta, tb, sizeof ta) == 0, "grown and dense tokens differ");
 	CHECK(memcmp(a, c, bytes) == 0, "1-thread and 2-thread logits differ");
+	set_pool(NULL);
 	pool_destroy(pool);
 	kv_free(&grow), kv_free(&dense_kv), kv_free(&threaded);
 	free(a), free(b), free(c);
@@ -322,10 +379,10 @@ forward_refuses_positions_past_max_ctx(void)
 	CHECK(model_load(&m, tiny_model(GGML_F32)) == 0, "%s", llm_err());
 	kv_init(&kv, m.c.n_layers, m.c.kv_dim, 8, 0);
 	for (pos = 0; pos < 8; pos++) {
-		model_forward(&m, &kv, 5, pos, 0, &err);
+		fwd(&m, &kv, &(int){ 5 }, 1, pos, MODEL_OUT_NONE, NULL, &err);
 		CHECK(!err, "pos %d: %s", pos, llm_err());
 	}
-	model_forward(&m, &kv, 5, 8, 1, &err);
+	fwd(&m, &kv, &(int){ 5 }, 1, 8, MODEL_OUT_LAST, NULL, &err);
 	CHECK(err && strstr(llm_err(), "context full"), "err %d: %s", err, llm_err());
 	CHECK(kv.cap == 8 && kv.seq_len == 8, "cap %d len %d", kv.cap, kv.seq_len);
 	kv_free(&kv);
@@ -398,15 +455,15 @@ batched_prefill_on(uint32_t type, int isa)
 	one = xmalloc(mm.c.vocab_size * sizeof *one);
 	kv_init(&a, mm.c.n_layers, mm.c.kv_dim, 512, 0);
 	for (i = 0; i < N; i++)
-		model_forward(&mm, &a, ids[i], i, i == N - 1, &err);
-	memcpy(one, mm.logits, mm.c.vocab_size * sizeof *one);
-	model_set_pool(&mm, three);
+		fwd(&mm, &a, &ids[i], 1, i, i == N - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
+	memcpy(one, fwd_last, mm.c.vocab_size * sizeof *one);
+	set_pool(three);
 	/* chunks of several sizes, crossing the MODEL_BATCH boundary */
 	for (n = 1; n <= N; n = n * 3 + 1) {
 		kv_init(&b, mm.c.n_layers, mm.c.kv_dim, 512, 0);
 		for (i = 0; i < N; i += n) {
 			int k = N - i < n ? N - i : n;
-			batch = model_prefill(&mm, &b, ids + i, k, i, i + k == N, &err);
+			batch = fwd(&mm, &b, ids + i, k, i, i + k == N ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 			CHECK(!err, "%s", llm_err());
 		}
 		CHECK(memcmp(batch, one, mm.c.vocab_size * sizeof *one) == 0,
@@ -419,7 +476,7 @@ batched_prefill_on(uint32_t type, int isa)
 			    gguf_type_name(type), n, l);
 		kv_free(&b);
 	}
-	model_set_pool(&mm, NULL);
+	set_pool(NULL);
 	pool_destroy(three);
 	kv_free(&a);
 	free(one);
@@ -502,14 +559,14 @@ kv_types_batched_equals_token_by_token(void)
 		const char *name = kv_type_name(kv_types[t][0]), *vname = kv_type_name(kv_types[t][1]);
 		CHECK(typed_cache(&mm, &one, t, 512, 0) == 0, "%s", llm_err());
 		for (i = 0; i < N; i++)
-			model_forward(&mm, &one, ids[i], i, i == N - 1, &err);
+			fwd(&mm, &one, &ids[i], 1, i, i == N - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 		CHECK(!err, "%s", llm_err());
-		memcpy(want, mm.logits, V * sizeof *want);
+		memcpy(want, fwd_last, V * sizeof *want);
 		for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
 			CHECK(typed_cache(&mm, &b, t, 512, 0) == 0, "%s", llm_err());
 			for (i = 0; i < N; i += chunks[c]) {
 				int k = N - i < chunks[c] ? N - i : chunks[c];
-				got = model_prefill(&mm, &b, ids + i, k, i, i + k == N, &err);
+				got = fwd(&mm, &b, ids + i, k, i, i + k == N ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 				CHECK(!err, "%s", llm_err());
 			}
 			CHECK(got && memcmp(got, want, V * sizeof *want) == 0,
@@ -568,7 +625,7 @@ typed_logits(struct model *mm, int k, int v, const int *ids, int n, int batch, f
 	    "%s", llm_err());
 	for (i = 0; i < n; i += b) {
 		b = !batch ? 1 : n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
-		float *l = model_forward_logits(mm, &kv, ids + i, b, i, out + (size_t)i * V, &err);
+		float *l = fwd(mm, &kv, ids + i, b, i, MODEL_OUT_ALL, out + (size_t)i * V, &err);
 		CHECK(l && !err, "k %s v %s: %s", kv_type_name(k), kv_type_name(v), llm_err());
 	}
 	kv_free(&kv);
@@ -669,7 +726,7 @@ score_against_f32(struct model *mm, int k_type, int v_type, const int *ids, int 
 		    pass ? k_type : KV_F32, pass ? v_type : KV_F32);
 		for (i = 0; i + 1 < n; i += b) {
 			b = n - 1 - i < MODEL_BATCH ? n - 1 - i : MODEL_BATCH;
-			model_forward_logits(mm, &kv, ids + i, b, i, lg, &err);
+			fwd(mm, &kv, ids + i, b, i, MODEL_OUT_ALL, lg, &err);
 			CHECK(!err, "k %s v %s: %s", kv_type_name(k_type), kv_type_name(v_type), llm_err());
 			for (k = 0; k < b; k++) {
 				double lp = log_prob(lg + k * V, (int)V, ids[i + k + 1]);
@@ -725,7 +782,7 @@ kv_types_stay_close_to_f32(void)
 		kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 600, 0);
 		ids[0] = mm.c.bos_id;
 		for (i = 0; i + 1 < 600; i++)
-			ids[i + 1] = sampler_sample(&smp, model_forward(&mm, &kv, ids[i], i, 1, &err));
+			ids[i + 1] = sampler_sample(&smp, fwd(&mm, &kv, &ids[i], 1, i, MODEL_OUT_LAST, NULL, &err));
 		kv_free(&kv);
 		sampler_free(&smp);
 	}
@@ -780,7 +837,7 @@ window_matches_double_reference(void)
 				CHECK(window_cache(&mm, &kv, t, CTX, S, W) == 0, "%s", llm_err());
 				for (i = 0; i < N; i += b) {
 					b = N - i < batch ? N - i : batch;
-					model_forward_logits(&mm, &kv, ids + i, b, i, lg + i * V, &err);
+					fwd(&mm, &kv, ids + i, b, i, MODEL_OUT_ALL, lg + i * V, &err);
 					CHECK(!err, "%s", llm_err());
 				}
 				for (i = 0; i < N; i++) {
@@ -830,7 +887,7 @@ window_batched_equals_token_by_token(void)
 		CHECK(window_cache(&mm, &one, t, CTX, 4, 100) == 0, "%s", llm_err());
 		full = 0;
 		for (i = 0; i < N; i++) {
-			model_forward(&mm, &one, ids[i], i, i == N - 1, &err);
+			fwd(&mm, &one, &ids[i], 1, i, i == N - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 			CHECK(!err, "%s", llm_err());
 			if (i == one.slots)
 				full = kv_bytes(&one);
@@ -839,12 +896,12 @@ window_batched_equals_token_by_token(void)
 		}
 		CHECK(one.cap == one.slots && one.slots <= CTX + 2 * KV_GROUP, "k %s v %s: cap %d of "
 		    "%d slots", name, vname, one.cap, one.slots);
-		memcpy(want, mm.logits, V * sizeof *want);
+		memcpy(want, fwd_last, V * sizeof *want);
 		for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
 			CHECK(window_cache(&mm, &b, t, CTX, 4, 100) == 0, "%s", llm_err());
 			for (i = 0; i < N; i += chunks[c]) {
 				int k = N - i < chunks[c] ? N - i : chunks[c];
-				got = model_prefill(&mm, &b, ids + i, k, i, i + k == N, &err);
+				got = fwd(&mm, &b, ids + i, k, i, i + k == N ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 				CHECK(!err, "%s", llm_err());
 			}
 			CHECK(got && memcmp(got, want, V * sizeof *want) == 0,
@@ -896,22 +953,22 @@ long_decode_split_is_bitwise_one_thread(void)
 		const char *w = types[t][2] ? " windowed" : "";
 		/* run 0: one thread, token by token; 1: two threads, token by token; 2: two, a batch */
 		for (run = 0; run < 3; run++) {
-			model_set_pool(&mm, run == 0 ? one : two);
+			set_pool(run == 0 ? one : two);
 			CHECK(kv_init_types(&kv, mm.c.n_layers, mm.c.n_kv_heads, mm.c.head_dim, 2048, 0,
 			    types[t][0], types[t][1]) == 0, "%s", llm_err());
 			if (types[t][2])
 				CHECK(kv_set_window(&kv, 4, 1040) == 0, "%s", llm_err());
-			model_prefill(&mm, &kv, ids, FROM, 0, 0, &err);
+			fwd(&mm, &kv, ids, FROM, 0, MODEL_OUT_NONE, NULL, &err);
 			CHECK(!err, "%s", llm_err());
 			if (run < 2)
 				for (i = FROM; i < N; i++) {
-					float *l = model_forward(&mm, &kv, ids[i], i, 1, &err);
+					float *l = fwd(&mm, &kv, &ids[i], 1, i, MODEL_OUT_LAST, NULL, &err);
 					CHECK(l && !err, "%s", llm_err());
 					if (l)
 						memcpy(logits[run] + (size_t)(i - FROM) * V, l, V * sizeof(float));
 				}
 			else
-				CHECK(model_forward_logits(&mm, &kv, ids + FROM, STEPS, FROM, logits[2], &err) &&
+				CHECK(fwd(&mm, &kv, ids + FROM, STEPS, FROM, MODEL_OUT_ALL, logits[2], &err) &&
 				    !err, "%s", llm_err());
 			kv_free(&kv);
 		}
@@ -924,7 +981,7 @@ long_decode_split_is_bitwise_one_thread(void)
 			    kv_type_name(types[t][0]), kv_type_name(types[t][1]), w, FROM + i);
 		}
 	}
-	model_set_pool(&mm, NULL);
+	set_pool(NULL);
 	pool_destroy(one), pool_destroy(two);
 	for (run = 0; run < 3; run++)
 		free(logits[run]);
@@ -995,21 +1052,21 @@ embeddings_pool_the_final_hidden_states(void)
 	kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 512, 0);
 	/* the direct computation: every token's hidden state, one token at a time */
 	for (i = 0; i < N; i++) {
-		model_forward_hidden(&mm, &kv, ids + i, 1, i, h + (size_t)i * D, &err);
+		fwd(&mm, &kv, ids + i, 1, i, MODEL_OUT_HIDDEN, h + (size_t)i * D, &err);
 		CHECK(!err, "%s", llm_err());
 	}
 	logits = xmalloc((size_t)mm.c.vocab_size * sizeof *logits);
 	quant_gemm(mm.output.type, mm.output.data, mm.output.row_bytes, 0, mm.output.rows, D,
 	    h + (size_t)(N - 1) * D, (size_t)D, 1, logits, (size_t)mm.c.vocab_size);
 	kv_clear(&kv);
-	want = model_prefill(&mm, &kv, ids, N, 0, 1, &err);
+	want = fwd(&mm, &kv, ids, N, 0, MODEL_OUT_LAST, NULL, &err);
 	CHECK(!err, "%s", llm_err());
 	CHECK(memcmp(logits, want, (size_t)mm.c.vocab_size * sizeof *want) == 0,
 	    "the last hidden state does not give the prompt's logits");
 	free(logits);
-	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, mean) == 0, "%s", llm_err());
-	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_LAST, 0, last) == 0, "%s", llm_err());
-	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 1, unit) == 0, "%s", llm_err());
+	CHECK(embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, mean) == 0, "%s", llm_err());
+	CHECK(embed(&mm, &kv, ids, N, MODEL_POOL_LAST, 0, last) == 0, "%s", llm_err());
+	CHECK(embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 1, unit) == 0, "%s", llm_err());
 	for (d = 0, ss = 0; d < D; d++) {
 		for (s = 0, i = 0; i < N; i++)
 			s += h[(size_t)i * D + d];
@@ -1023,8 +1080,8 @@ embeddings_pool_the_final_hidden_states(void)
 	}
 	CHECK(fabs(s - 1) <= 1e-5, "normalized length^2 %g", s);
 	/* after another input, and with a cache that held other tokens: the same bits */
-	CHECK(model_embed(&mm, &kv, ids + 7, 30, MODEL_POOL_MEAN, 0, again) == 0, "%s", llm_err());
-	CHECK(model_embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, again) == 0, "%s", llm_err());
+	CHECK(embed(&mm, &kv, ids + 7, 30, MODEL_POOL_MEAN, 0, again) == 0, "%s", llm_err());
+	CHECK(embed(&mm, &kv, ids, N, MODEL_POOL_MEAN, 0, again) == 0, "%s", llm_err());
 	CHECK(memcmp(again, mean, D * sizeof *mean) == 0, "an embedding depends on the input before");
 	CHECK(kv.seq_len == 0, "the cache holds %d positions after an embedding", kv.seq_len);
 	kv_free(&kv);

@@ -26,6 +26,7 @@
 
 static char dir[256], model_path[300], snap_path[300], bad_path[300];
 static struct model m;
+static struct model_run mr;
 
 static void
 meta_of(const struct kv *kv, struct snap_meta *meta)
@@ -50,13 +51,10 @@ meta_of(const struct kv *kv, struct snap_meta *meta)
 static void
 run(struct kv *kv, const int *ids, int from, int n, float *out)
 {
-	int err;
-
 	for (int pos = from; pos < n; pos++) {
-		float *l = model_forward(&m, kv, ids[pos], pos, 1, &err);
-		if (err)
+		if (model_forward(&mr, kv, ids + pos, 1, pos, MODEL_OUT_LAST, NULL) < 0)
 			die(1, "forward: %s", llm_err());
-		memcpy(out + (size_t)pos * m.c.vocab_size, l, m.c.vocab_size * sizeof *l);
+		memcpy(out + (size_t)pos * m.c.vocab_size, mr.logits, m.c.vocab_size * sizeof *mr.logits);
 	}
 }
 
@@ -861,6 +859,7 @@ main(void)
 	fixture_tiny(&f, GGML_Q8_0);
 	if (fixture_write(&f, model_path) < 0 || model_load(&m, model_path) < 0)
 		die(1, "%s: %s", model_path, llm_err());
+	model_run_init(&mr, &m, NULL);
 	make_good_snapshot();
 
 	TEST(resume_with_full_partial_and_no_overlap_is_bitwise_identical);
@@ -878,6 +877,7 @@ main(void)
 	TEST(failed_fsync_leaks_nothing_and_keeps_the_old_snapshot);
 	TEST(kvstat_json_has_null_for_nan_and_infinity);
 	free(img);
+	model_run_free(&mr);
 	model_free(&m);
 	CHECK_EXIT();
 }

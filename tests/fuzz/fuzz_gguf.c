@@ -49,10 +49,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *path = fuzz_file(data, size);
 	struct model m;
+	struct model_run r;
 	struct kv kv;
 	struct gguf g;
 	uint8_t fp[32];
-	int err;
+	int tok;
 
 	if (gguf_open(&g, path) == 0) {
 		try_tokenizer(&g);
@@ -61,12 +62,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (model_load(&m, path) < 0)
 		return 0;
 	model_fingerprint(&m, fp);
+	model_run_init(&r, &m, NULL);
 	if (kv_init(&kv, m.c.n_layers, m.c.kv_dim, 4, 0) == 0) {
-		model_forward(&m, &kv, 0, 0, 1, &err);
-		if (!err)
-			model_forward(&m, &kv, m.c.vocab_size - 1, 1, 1, &err);
+		tok = m.c.vocab_size - 1;
+		if (model_forward(&r, &kv, &(int){ 0 }, 1, 0, MODEL_OUT_LAST, NULL) == 0)
+			model_forward(&r, &kv, &tok, 1, 1, MODEL_OUT_LAST, NULL);
 		kv_free(&kv);
 	}
+	model_run_free(&r);
 	model_free(&m);
 	return 0;
 }

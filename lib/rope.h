@@ -1,0 +1,31 @@
+/* rope.h: rotary position embeddings, as the model and the cache's attention use them. */
+#ifndef LLM_ROPE_H
+#define LLM_ROPE_H
+
+/*
+ * RoPE rotates pairs of each head's first dim dimensions by pos times
+ * their frequency: adjacent pairs (x[2i], x[2i+1]) in llama's "normal"
+ * style, (x[i], x[i + dim/2]) in the NEOX style of qwen2.
+ */
+struct rope {
+	int dim;		/* leading dimensions of each head that rotate, even */
+	int head_dim;
+	int neox;
+	double *inv_freq;	/* dim / 2 frequencies, divided by the file's factors if any */
+};
+
+/* base^(-2i/dim) / factors[i] (factors may be NULL); -1 with llm_err() if out of memory. */
+int rope_init(struct rope *r, int dim, int head_dim, int neox, float base, const float *factors);
+void rope_free(struct rope *r);
+
+/*
+ * The angles' cos and sin at pos, into cs[2i] and cs[2i + 1] (dim
+ * floats): computed once a pass, not per layer, for each is a call to
+ * cos and one to sin.
+ */
+void rope_angles(const struct rope *r, int pos, float *cs);
+
+/* Rotate n_heads heads of vec (head_dim apart) by the angles of rope_angles(). */
+void rope_rotate(const struct rope *r, float *vec, int n_heads, const float *cs);
+
+#endif
