@@ -15,6 +15,8 @@ LIBOBJ = $(LIBSRC:.c=.o)
 LIB = lib/libllm.a
 
 BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump
+# What the programs share and the library does not have (cmd/tool.h)
+TOOLOBJ = cmd/tool.o
 MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1
 MAN5 = man/llm-kv.5
 MAN7 = man/llm.7
@@ -37,7 +39,7 @@ FUZZ_SECONDS = 60
 all: $(LIB) $(BIN)
 
 $(LIBOBJ): $(LIBHDR) config.mk
-$(BIN:=.o): $(LIBHDR) config.mk
+$(BIN:=.o) $(TOOLOBJ): $(LIBHDR) cmd/tool.h config.mk
 $(TESTLIBOBJ) $(TESTBIN:=.o): $(LIBHDR) tests/ggufw.h tests/fixture.h tests/check.h config.mk
 $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tests/fixture.h tests/fuzz/fuzz.h config.mk
 
@@ -57,16 +59,16 @@ $(LIB): $(LIBOBJ)
 	rm -f $@
 	$(AR) rcs $@ $(LIBOBJ)
 
-$(BIN): $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $@.o $(LIB) $(LDLIBS)
+$(BIN): $(LIB) $(TOOLOBJ)
+	$(CC) $(LDFLAGS) -o $@ $@.o $(TOOLOBJ) $(LIB) $(LDLIBS)
 
 cmd/llm-decode: cmd/llm-decode.o
 cmd/llm-tokenize: cmd/llm-tokenize.o
 cmd/llm-kvstat: cmd/llm-kvstat.o
 cmd/llm-kvdump: cmd/llm-kvdump.o
 
-$(TESTBIN): $(TESTLIBOBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $@.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
+$(TESTBIN): $(TESTLIBOBJ) $(TOOLOBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $@.o $(TESTLIBOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 
 tests/mkmodel: tests/mkmodel.o
 tests/test_kv: tests/test_kv.o
@@ -76,7 +78,7 @@ tests/test_tok: tests/test_tok.o
 tests/test_snapshot: tests/test_snapshot.o
 tests/test_quant: tests/test_quant.o
 
-FUZZLINK = $(FUZZLIBOBJ) $(TESTLIBOBJ) $(LIB)
+FUZZLINK = $(FUZZLIBOBJ) $(TESTLIBOBJ) $(TOOLOBJ) $(LIB)
 tests/fuzz/replay-gguf: tests/fuzz/fuzz_gguf.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_gguf.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-snapshot: tests/fuzz/fuzz_snapshot.o $(FUZZLINK)
@@ -89,8 +91,8 @@ tests/fuzz/replay-kvsel: tests/fuzz/fuzz_kvsel.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_kvsel.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-chat: tests/fuzz/fuzz_chat.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_chat.o $(FUZZLINK) $(LDLIBS)
-tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(LIB) $(LDLIBS)
+tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(TOOLOBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 
 # The probe is built to read as fast as the machine can.
 bench/membw: bench/membw.c
@@ -143,7 +145,7 @@ uninstall:
 	for f in $(MAN7); do rm -f $(DESTDIR)$(MANPREFIX)/man7/$${f#man/}; done
 
 clean:
-	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TESTBIN) $(TESTBIN:=.o) \
+	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TOOLOBJ) $(TESTBIN) $(TESTBIN:=.o) \
 		$(TESTLIBOBJ) $(BENCHBIN) $(BENCHBIN:=.o) \
 		$(FUZZOBJ) $(FUZZLIBOBJ) $(REPLAYBIN) tests/fuzz/mkseeds tests/fuzz/mkseeds.o
 	rm -rf tests/tmp bench/tmp tests/fuzz/build

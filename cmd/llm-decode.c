@@ -18,6 +18,7 @@
 #include "../lib/snapshot.h"
 #include "../lib/tokstream.h"
 #include "../lib/util.h"
+#include "tool.h"
 
 static void
 usage(int status)
@@ -291,34 +292,15 @@ score(struct run *r, const int *ids, int n)
 static void
 resume(struct run *r, const char *path, const int *ids, int n_ids)
 {
-	const struct model_config *c = &r->m.c;
 	struct snapshot snap;
-	uint8_t fp[32];
+	int what;
 
 	if (snapshot_open(&snap, path) < 0)
 		die(1, "%s: %s", path, llm_err());
-	if (snap.meta.n_layers != (uint32_t)c->n_layers || snap.meta.kv_dim != (uint32_t)c->kv_dim ||
-	    snap.meta.head_dim != (uint32_t)c->head_dim)
-		die(1, "%s: snapshot shape (%u layers, kv_dim %u) does not match the model's "
-		    "(%d layers, kv_dim %d)", path, snap.meta.n_layers, snap.meta.kv_dim,
-		    c->n_layers, c->kv_dim);
-	if (snap.meta.rope_dim != (uint32_t)c->rope_dim || snap.meta.rope_base != c->rope_base)
-		die(1, "%s: snapshot RoPE (dim %u, base %g) does not match the model's (dim %d, base %g)",
-		    path, snap.meta.rope_dim, snap.meta.rope_base, c->rope_dim, c->rope_base);
-	model_fingerprint(&r->m, fp);
-	if (memcmp(fp, snap.meta.fingerprint, 32) != 0)
-		die(1, "%s: snapshot was made with a different model (fingerprint %02x%02x%02x%02x..., "
-		    "this model %02x%02x%02x%02x...)", path, snap.meta.fingerprint[0],
-		    snap.meta.fingerprint[1], snap.meta.fingerprint[2], snap.meta.fingerprint[3],
-		    fp[0], fp[1], fp[2], fp[3]);
-	if (snap.meta.k_type != r->kv.k_type || snap.meta.v_type != r->kv.v_type)
-		die(1, "%s: the snapshot's cache is k %s v %s, this run's k %s v %s: resume with "
-		    "the same --kv-type, or recompute", path, kv_type_name(snap.meta.k_type),
-		    kv_type_name(snap.meta.v_type), kv_type_name(r->kv.k_type), kv_type_name(r->kv.v_type));
-	if (snap.meta.window != (uint32_t)r->kv.window || snap.meta.sinks != (uint32_t)r->kv.sinks)
-		die(1, "%s: the snapshot's window is %u sinks and %u positions, this run's %d and %d: "
-		    "resume with the same --kv-window and --kv-sinks, or recompute", path,
-		    snap.meta.sinks, snap.meta.window, r->kv.sinks, r->kv.window);
+	if (snapshot_check(&snap, &r->m, &r->kv, &what) < 0)
+		die(1, "%s: %s%s", path, llm_err(), what == SNAP_TYPES ?
+		    ": resume with the same --kv-type, or recompute" : what == SNAP_WINDOW ?
+		    ": resume with the same --kv-window and --kv-sinks, or recompute" : "");
 	if ((r->reused = snapshot_resume(&snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
 	snapshot_close(&snap);
@@ -348,16 +330,9 @@ warm_up(struct run *r, const int *ids, int n)
 static int
 save(struct run *r)
 {
-	const struct model_config *c = &r->m.c;
-	struct snap_meta meta = {
-		.n_layers = (uint32_t)c->n_layers, .n_kv_heads = (uint32_t)c->n_kv_heads,
-		.head_dim = (uint32_t)c->head_dim, .kv_dim = (uint32_t)c->kv_dim,
-		.max_ctx = (uint32_t)r->kv.max_ctx, .rope_dim = (uint32_t)c->rope_dim,
-		.rope_base = c->rope_base, .k_type = r->kv.k_type, .v_type = r->kv.v_type,
-		.rot = (uint32_t)r->kv.rot,
-	};
+	struct snap_meta meta;
 
-	model_fingerprint(&r->m, meta.fingerprint);
+	snapshot_meta_of(&meta, &r->m, &r->kv);
 	if (snapshot_write(r->kv_out, &meta, &r->kv, r->fed.v, r->kv.seq_len) < 0) {
 		warnx_("%s: %s", r->kv_out, llm_err());
 		return -1;

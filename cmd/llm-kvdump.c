@@ -6,6 +6,7 @@
 
 #include "../lib/snapshot.h"
 #include "../lib/util.h"
+#include "tool.h"
 
 static void
 usage(int status)
@@ -44,7 +45,7 @@ main(int argc, char *argv[])
 		case 'v': v = 1; sl.which = 1; break;
 		case 'l': sl.layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'p':
-			if (snapshot_parse_range(optarg, &sl.pos_a, &sl.pos_b) < 0)
+			if (opt_range(optarg, &sl.pos_a, &sl.pos_b) < 0)
 				die(2, "--pos: %s", llm_err());
 			sl.have_pos = 1;
 			break;

@@ -8,6 +8,7 @@
 #include "../lib/kv.h"
 #include "../lib/snapshot.h"
 #include "../lib/util.h"
+#include "tool.h"
 
 struct stat_row {
 	float min, max;

@@ -9,6 +9,7 @@
 #include "../lib/tok.h"
 #include "../lib/tokstream.h"
 #include "../lib/util.h"
+#include "tool.h"
 
 static void
 usage(int status)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "util.h"
 
 static const char *const names[] = { "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma" };
 static const char *const roles[] = { "system", "user", "assistant" };
@@ -143,9 +144,7 @@ chat_read(const char *s, size_t n, struct chat_msg **msgs, size_t *n_msgs)
 		if (len > 0) {
 			if (*n_msgs == cap) {
 				cap = cap ? 2 * cap : 8;
-				*msgs = realloc(*msgs, cap * sizeof **msgs);
-				if (!*msgs)
-					die(1, "out of memory");
+				*msgs = xrealloc(*msgs, cap * sizeof **msgs);
 			}
 			if (parse_line(s, len, no, &(*msgs)[*n_msgs]) < 0) {
 				chat_free(*msgs, *n_msgs);

@@ -83,9 +83,7 @@ bind_norm(struct model *m, const char *name, int n, const float **out)
 	}
 	p = xmalloc((size_t)n * sizeof *p);
 	quant_dequant_row(w.type, w.data, p, (size_t)n);
-	m->owned = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *m->owned);
-	if (!m->owned)
-		die(1, "out of memory");
+	m->owned = xrealloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *m->owned);
 	m->owned[m->n_owned++] = p;
 	*out = p;
 	return 0;

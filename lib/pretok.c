@@ -138,9 +138,7 @@ next_cp(struct regex *re)
 static int
 new_class(struct regex *re)
 {
-	re->classes = realloc(re->classes, (size_t)(re->nclasses + 1) * sizeof *re->classes);
-	if (!re->classes)
-		die(1, "out of memory");
+	re->classes = xrealloc(re->classes, (size_t)(re->nclasses + 1) * sizeof *re->classes);
 	memset(&re->classes[re->nclasses], 0, sizeof *re->classes);
 	return re->nclasses++;
 }
@@ -148,9 +146,7 @@ new_class(struct regex *re)
 static void
 class_add_range(struct cclass *c, uint32_t lo, uint32_t hi)
 {
-	c->ranges = realloc(c->ranges, (size_t)(c->nranges + 1) * sizeof *c->ranges);
-	if (!c->ranges)
-		die(1, "out of memory");
+	c->ranges = xrealloc(c->ranges, (size_t)(c->nranges + 1) * sizeof *c->ranges);
 	c->ranges[c->nranges][0] = lo;
 	c->ranges[c->nranges][1] = hi;
 	c->nranges++;
@@ -382,8 +378,7 @@ emit(struct regex *re, int op)
 {
 	if (re->n == re->cap) {
 		re->cap = re->cap ? 2 * re->cap : 64;
-		if (!(re->prog = realloc(re->prog, (size_t)re->cap * sizeof *re->prog)))
-			die(1, "out of memory");
+		re->prog = xrealloc(re->prog, (size_t)re->cap * sizeof *re->prog);
 	}
 	memset(&re->prog[re->n], 0, sizeof re->prog[0]);
 	re->prog[re->n].op = op;
@@ -540,8 +535,7 @@ matcher_seen(struct matcher *ms, int pc, size_t sp)
 	if (ms->seen[w] == 0) {
 		if (ms->nset == ms->set_cap) {
 			ms->set_cap = ms->set_cap ? 2 * ms->set_cap : 256;
-			if (!(ms->set = realloc(ms->set, ms->set_cap * sizeof *ms->set)))
-				die(1, "out of memory");
+			ms->set = xrealloc(ms->set, ms->set_cap * sizeof *ms->set);
 		}
 		ms->set[ms->nset++] = w;
 	}
@@ -566,8 +560,7 @@ run(const struct regex *re, struct matcher *ms, int pc, const uint32_t *cps, siz
 #define PUSH(P, S) do { \
 	if (top == ms->stack_cap) { \
 		ms->stack_cap = ms->stack_cap ? 2 * ms->stack_cap : 256; \
-		if (!(ms->stack = realloc(ms->stack, ms->stack_cap * sizeof *ms->stack))) \
-			die(1, "out of memory"); \
+		ms->stack = xrealloc(ms->stack, ms->stack_cap * sizeof *ms->stack); \
 	} \
 	ms->stack[top].pc = (P); \
 	ms->stack[top].sp = (S); \
@@ -742,8 +735,7 @@ push_span(struct span **s, size_t *n, size_t *cap, size_t a, size_t b)
 {
 	if (*n == *cap) {
 		*cap = *cap ? 2 * *cap : 256;
-		if (!(*s = realloc(*s, *cap * sizeof **s)))
-			die(1, "out of memory");
+		*s = xrealloc(*s, *cap * sizeof **s);
 	}
 	(*s)[*n].start = a;
 	(*s)[*n].end = b;

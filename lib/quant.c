@@ -153,11 +153,12 @@ struct scratch {
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
+/* A key takes memory too: failing to make one is running out of it (util.h's policy). */
 static void
 scratch_make_key(void)
 {
 	if (pthread_key_create(&scratch_key, free) != 0)
-		abort();
+		llm_out_of_memory(sizeof scratch_key);
 }
 
 float *
@@ -169,9 +170,9 @@ quant_scratch(size_t n)
 	s = pthread_getspecific(scratch_key);
 	if (!s || s->cap < n) {
 		free(s);
-		if (posix_memalign((void **)&s, 64, sizeof *s + n * sizeof(float)) != 0 ||
-		    pthread_setspecific(scratch_key, s) != 0)
-			abort();	/* a few KiB: no recovery worth having */
+		s = xaligned(64, sizeof *s + n * sizeof(float));
+		if (pthread_setspecific(scratch_key, s) != 0)
+			llm_out_of_memory(sizeof *s + n * sizeof(float));
 		s->cap = n;
 	}
 	return s->buf;

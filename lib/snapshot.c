@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kv.h"
+#include "model.h"
 #include "snapshot.h"
 #include "util.h"
 
@@ -525,6 +526,69 @@ snapshot_open(struct snapshot *s, const char *path)
 	return 0;
 }
 
+void
+snapshot_meta_of(struct snap_meta *meta, const struct model *m, const struct kv *kv)
+{
+	const struct model_config *c = &m->c;
+
+	memset(meta, 0, sizeof *meta);
+	meta->n_layers = (uint32_t)c->n_layers;
+	meta->n_kv_heads = (uint32_t)c->n_kv_heads;
+	meta->head_dim = (uint32_t)c->head_dim;
+	meta->kv_dim = (uint32_t)c->kv_dim;
+	meta->max_ctx = (uint32_t)kv->max_ctx;
+	meta->rope_dim = (uint32_t)c->rope_dim;
+	meta->rope_base = c->rope_base;
+	meta->k_type = kv->k_type;
+	meta->v_type = kv->v_type;
+	meta->rot = (uint32_t)kv->rot;
+	meta->sinks = (uint32_t)kv->sinks;
+	meta->window = (uint32_t)kv->window;
+	model_fingerprint(m, meta->fingerprint);
+}
+
+int
+snapshot_check(const struct snapshot *s, const struct model *m, const struct kv *kv, int *what)
+{
+	const struct snap_meta *f = &s->meta;
+	struct snap_meta want;
+
+	snapshot_meta_of(&want, m, kv);
+	*what = SNAP_MODEL;
+	if (f->n_layers != want.n_layers || f->kv_dim != want.kv_dim || f->head_dim != want.head_dim) {
+		llm_seterr("snapshot shape (%u layers, kv_dim %u) does not match the model's "
+		    "(%u layers, kv_dim %u)", f->n_layers, f->kv_dim, want.n_layers, want.kv_dim);
+		return -1;
+	}
+	if (f->rope_dim != want.rope_dim || f->rope_base != want.rope_base) {
+		llm_seterr("snapshot RoPE (dim %u, base %g) does not match the model's (dim %u, base %g)",
+		    f->rope_dim, f->rope_base, want.rope_dim, want.rope_base);
+		return -1;
+	}
+	if (memcmp(f->fingerprint, want.fingerprint, 32) != 0) {
+		llm_seterr("snapshot was made with a different model (fingerprint %02x%02x%02x%02x..., "
+		    "this model %02x%02x%02x%02x...)", f->fingerprint[0], f->fingerprint[1],
+		    f->fingerprint[2], f->fingerprint[3], want.fingerprint[0], want.fingerprint[1],
+		    want.fingerprint[2], want.fingerprint[3]);
+		return -1;
+	}
+	*what = SNAP_TYPES;
+	if (f->k_type != want.k_type || f->v_type != want.v_type) {
+		llm_seterr("the snapshot's cache is k %s v %s, this run's k %s v %s",
+		    kv_type_name(f->k_type), kv_type_name(f->v_type), kv_type_name(want.k_type),
+		    kv_type_name(want.v_type));
+		return -1;
+	}
+	*what = SNAP_WINDOW;
+	if (f->window != want.window || f->sinks != want.sinks) {
+		llm_seterr("the snapshot's window is %u sinks and %u positions, this run's %u and %u",
+		    f->sinks, f->window, want.sinks, want.window);
+		return -1;
+	}
+	*what = 0;
+	return 0;
+}
+
 uint32_t
 snapshot_token(const struct snapshot *s, uint32_t pos)
 {
@@ -735,38 +799,6 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 	if (!loadable(s, lcp))
 		lcp = loadable(s, lcp / KV_GROUP * KV_GROUP) ? lcp / KV_GROUP * KV_GROUP : 0;
 	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
-}
-
-static int
-parse_whole(const char *s, const char *end, long *v)
-{
-	long x = 0;
-
-	if (s == end)
-		return -1;
-	for (; s < end; s++) {
-		if (*s < '0' || *s > '9' || x > (INT32_MAX - (*s - '0')) / 10)
-			return -1;
-		x = x * 10 + (*s - '0');
-	}
-	*v = x;
-	return 0;
-}
-
-int
-snapshot_parse_range(const char *s, long *a, long *b)
-{
-	const char *dash = strchr(s, '-'), *end = s + strlen(s);
-
-	if (parse_whole(s, dash ? dash : end, a) < 0 ||
-	    (dash && (parse_whole(dash + 1, end, b) < 0 || *b < *a))) {
-		llm_seterr("'%.40s': expected a position A or a range A-B, "
-		    "whole numbers with A <= B", s);
-		return -1;
-	}
-	if (!dash)
-		*b = *a;
-	return 0;
 }
 
 int

@@ -43,6 +43,20 @@ struct snapshot {
 	struct snap_dir *dir;		/* n_layers entries, decoded */
 };
 
+struct model;
+
+/* The meta a snapshot of this model's cache has: its shape, RoPE, fingerprint, types and window. */
+void snapshot_meta_of(struct snap_meta *meta, const struct model *m, const struct kv *kv);
+
+/*
+ * Whether a snapshot can resume this model's cache: 0, or -1 with
+ * llm_err() saying what differs, and *what the part: SNAP_MODEL (the
+ * shape, RoPE or fingerprint: another model), SNAP_TYPES (the cache
+ * types) or SNAP_WINDOW (the window).
+ */
+enum { SNAP_MODEL = 1, SNAP_TYPES, SNAP_WINDOW };
+int snapshot_check(const struct snapshot *s, const struct model *m, const struct kv *kv, int *what);
+
 /* The llm-kv(5) checksum of n bytes. */
 uint64_t snapshot_sum(const void *p, size_t n);
 
@@ -112,8 +126,6 @@ struct snap_slice {
 	uint32_t l0, l1, p0, p1, d0, d1;
 };
 
-/* "A" or "A-B", whole numbers with 0 <= A <= B < 2^31; -1 with llm_err() if not. */
-int snapshot_parse_range(const char *s, long *a, long *b);
 /* Check a slice against the file and resolve its ranges; -1 with llm_err() naming the range. */
 int snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl);
 

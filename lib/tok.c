@@ -376,8 +376,7 @@ heap_push(struct heap *h, struct bigram b)
 
 	if (h->n == h->cap) {
 		h->cap = h->cap ? 2 * h->cap : 64;
-		if (!(h->v = realloc(h->v, h->cap * sizeof *h->v)))
-			die(1, "out of memory");
+		h->v = xrealloc(h->v, h->cap * sizeof *h->v);
 	}
 	for (i = h->n++; i > 0 && before(&b, &h->v[parent = (i - 1) / 2]); i = parent)
 		h->v[i] = h->v[parent];
@@ -412,8 +411,7 @@ sym_split(struct sym **syms, size_t *cap, int *nsyms, const char *s, size_t n)
 
 	if (n > *cap) {
 		*cap = n;
-		if (!(*syms = realloc(*syms, *cap * sizeof **syms)))
-			die(1, "out of memory");
+		*syms = xrealloc(*syms, *cap * sizeof **syms);
 	}
 	while (off < n) {
 		int len = utf8_decode((const unsigned char *)s + off, n - off, &cp);
@@ -588,8 +586,7 @@ bpe_word(const struct tok *t, const unsigned char *w, size_t n, struct heap *h,
 	}
 	if (n > *cap) {
 		*cap = n;
-		if (!(*syms = realloc(*syms, *cap * sizeof **syms)))
-			die(1, "out of memory");
+		*syms = xrealloc(*syms, *cap * sizeof **syms);
 	}
 	for (i = 0; i < n; i++) {
 		(*syms)[i].prev = (int)i - 1;

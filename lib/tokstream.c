@@ -72,8 +72,7 @@ tokstream_read_all(struct tokstream *ts, int **ids, int *n)
 	while ((r = tokstream_next(ts, &id)) == 1) {
 		if (*n == cap) {
 			cap *= 2;
-			if (!(*ids = realloc(*ids, (size_t)cap * sizeof **ids)))
-				die(1, "out of memory");
+			*ids = xrealloc(*ids, (size_t)cap * sizeof **ids);
 		}
 		(*ids)[(*n)++] = id;
 	}

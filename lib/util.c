@@ -15,7 +15,7 @@
 #include "util.h"
 
 static _Thread_local char errbuf[512];
-const char *argv0 = "llm";
+const char *llm_progname = "llm";
 
 void
 llm_seterr(const char *fmt, ...)
@@ -33,64 +33,11 @@ llm_err(void)
 	return errbuf[0] ? errbuf : "unknown error";
 }
 
-static void
-vwarn(const char *fmt, va_list ap)
-{
-	size_t n = strlen(fmt);
-
-	fprintf(stderr, "%s: ", argv0);
-	vfprintf(stderr, fmt, ap);
-	/* sbase convention: a trailing colon appends strerror(errno). */
-	if (n > 0 && fmt[n - 1] == ':')
-		fprintf(stderr, " %s", strerror(errno));
-	fputc('\n', stderr);
-}
-
 void
-warnx_(const char *fmt, ...)
+llm_out_of_memory(size_t n)
 {
-	va_list ap;
-
-	va_start(ap, fmt);
-	vwarn(fmt, ap);
-	va_end(ap);
-}
-
-void
-die(int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vwarn(fmt, ap);
-	va_end(ap);
-	exit(status);
-}
-
-long long
-opt_int(const char *opt, const char *s, long long min, long long max)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		die(2, "%s: '%s': expected an integer from %lld to %lld", opt, s, min, max);
-	return v;
-}
-
-double
-opt_real(const char *opt, const char *s, double min, double max)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= min && v <= max))
-		die(2, "%s: '%s': expected a number from %g to %g", opt, s, min, max);
-	return v;
+	fprintf(stderr, "%s: out of memory allocating %zu bytes\n", llm_progname, n);
+	exit(1);
 }
 
 void *
@@ -99,7 +46,7 @@ xmalloc(size_t n)
 	void *p = malloc(n ? n : 1);
 
 	if (!p)
-		die(1, "out of memory allocating %zu bytes", n);
+		llm_out_of_memory(n);
 	return p;
 }
 
@@ -109,7 +56,27 @@ xcalloc(size_t n, size_t size)
 	void *p = calloc(n ? n : 1, size ? size : 1);
 
 	if (!p)
-		die(1, "out of memory allocating %zu x %zu bytes", n, size);
+		llm_out_of_memory(size && n > SIZE_MAX / size ? SIZE_MAX : n * size);
+	return p;
+}
+
+void *
+xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q)
+		llm_out_of_memory(n);
+	return q;
+}
+
+void *
+xaligned(size_t align, size_t n)
+{
+	void *p;
+
+	if (posix_memalign(&p, align, n ? n : 1) != 0)
+		llm_out_of_memory(n);
 	return p;
 }
 
@@ -231,8 +198,7 @@ buf_add(struct buf *b, const void *p, size_t n)
 {
 	if (b->n + n + 1 > b->cap) {
 		b->cap = (b->n + n + 1) * 2;
-		if (!(b->s = realloc(b->s, b->cap)))
-			die(1, "out of memory");
+		b->s = xrealloc(b->s, b->cap);
 	}
 	if (n)	/* p may be NULL when n is 0 */
 		memcpy(b->s + b->n, p, n);
@@ -265,8 +231,7 @@ ids_push(struct ids *a, int id)
 {
 	if (a->n == a->cap) {
 		a->cap = a->cap ? 2 * a->cap : 256;
-		if (!(a->v = realloc(a->v, a->cap * sizeof *a->v)))
-			die(1, "out of memory");
+		a->v = xrealloc(a->v, a->cap * sizeof *a->v);
 	}
 	a->v[a->n++] = id;
 }

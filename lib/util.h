@@ -8,37 +8,29 @@
 #include <stdlib.h>
 
 /*
- * lib/ never prints.  A failing function records one line with
- * llm_seterr() and returns an error; the tool prints llm_err().
+ * lib/ never prints and never exits, with one exception.  A failing
+ * function records one line with llm_seterr() and returns an error; the
+ * tool prints llm_err() and decides the exit status.
+ *
+ * The exception is running out of memory, as in git and sbase: xmalloc,
+ * xcalloc, xrealloc and xaligned print "PROGNAME: out of memory
+ * allocating N bytes" on stderr and end the process with status 1, in
+ * one place (llm_out_of_memory).  Allocations a caller can size from a
+ * file or an option (a cache's reservation, a whole input) are checked
+ * first and fail with an error instead.
  */
 void llm_seterr(const char *fmt, ...);
 const char *llm_err(void);
 
-/* Tool side: argv0 for messages, and sbase-style fatal errors. */
-extern const char *argv0;
-void warnx_(const char *fmt, ...);
-_Noreturn void die(int status, const char *fmt, ...);
-
-#ifndef LLM_VERSION
-#define LLM_VERSION "unknown"	/* config.mk's VERSION, given by the Makefile */
-#endif
-/* --version: the tool's name and version on stdout, exit 0. */
-static inline _Noreturn void
-version(void)
-{
-	printf("%s %s\n", argv0, LLM_VERSION);
-	exit(fflush(stdout) == 0 ? 0 : 1);
-}
-
-/*
- * Option arguments: a whole decimal integer or number in [min, max], or
- * exit 2 with "argv0: OPT: 'S': expected ...".
- */
-long long opt_int(const char *opt, const char *s, long long min, long long max);
-double opt_real(const char *opt, const char *s, double min, double max);
+/* The name that message carries: the tools set it to their own (cmd/tool.h's argv0). */
+extern const char *llm_progname;
+_Noreturn void llm_out_of_memory(size_t n);
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+/* n bytes aligned to align (a power of two, a multiple of sizeof(void *)); free() frees it. */
+void *xaligned(size_t align, size_t n);
 
 double now_seconds(void);
 size_t peak_rss_bytes(void);

@@ -6,6 +6,7 @@
 
 #include "../lib/gguf.h"
 #include "../lib/quant.h"
+#include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "ggufw.h"
 

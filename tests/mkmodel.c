@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "../lib/gguf.h"
+#include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "fixture.h"
 

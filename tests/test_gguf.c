@@ -5,6 +5,7 @@
 
 #include "../lib/gguf.h"
 #include "../lib/model.h"
+#include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "check.h"
 #include "fixture.h"

@@ -12,6 +12,7 @@
 #include "../lib/pool.h"
 #include "../lib/quant.h"
 #include "../lib/sample.h"
+#include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "check.h"
 #include "fixture.h"

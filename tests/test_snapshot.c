@@ -20,6 +20,7 @@
 #include "../lib/model.h"
 #include "../lib/quant.h"
 #include "../lib/snapshot.h"
+#include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "check.h"
 #include "fixture.h"
@@ -31,20 +32,7 @@ static struct model_run mr;
 static void
 meta_of(const struct kv *kv, struct snap_meta *meta)
 {
-	memset(meta, 0, sizeof *meta);
-	meta->n_layers = (uint32_t)m.c.n_layers;
-	meta->n_kv_heads = (uint32_t)m.c.n_kv_heads;
-	meta->head_dim = (uint32_t)m.c.head_dim;
-	meta->kv_dim = (uint32_t)m.c.kv_dim;
-	meta->max_ctx = (uint32_t)kv->max_ctx;
-	meta->rope_dim = (uint32_t)m.c.rope_dim;
-	meta->rope_base = m.c.rope_base;
-	meta->k_type = kv->k_type;
-	meta->v_type = kv->v_type;
-	meta->rot = (uint32_t)kv->rot;
-	meta->sinks = (uint32_t)kv->sinks;
-	meta->window = (uint32_t)kv->window;
-	model_fingerprint(&m, meta->fingerprint);
+	snapshot_meta_of(meta, &m, kv);
 }
 
 /* Run ids[from..n) on the cache; logits of every position go to out[pos]. */

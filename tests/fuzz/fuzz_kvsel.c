@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../cmd/tool.h"
 #include "../../lib/kv.h"
 #include "../../lib/snapshot.h"
 #include "../../lib/util.h"
@@ -110,11 +111,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	line(&p, end, layer, sizeof layer);
 	line(&p, end, head, sizeof head);
 	line(&p, end, pos, sizeof pos);
-	if (layer[0] && snapshot_parse_range(layer, &a, &b) == 0)
+	if (layer[0] && opt_range(layer, &a, &b) == 0)
 		sl.layer = a;
-	if (head[0] && snapshot_parse_range(head, &a, &b) == 0)
+	if (head[0] && opt_range(head, &a, &b) == 0)
 		sl.head = a;
-	if (pos[0] && snapshot_parse_range(pos, &sl.pos_a, &sl.pos_b) == 0)
+	if (pos[0] && opt_range(pos, &sl.pos_a, &sl.pos_b) == 0)
 		sl.have_pos = 1;
 	if (snapshot_slice_check(s, &sl) < 0)
 		return 0;

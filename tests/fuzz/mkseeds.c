@@ -13,6 +13,7 @@
 #include "../../lib/gguf.h"
 #include "../../lib/kv.h"
 #include "../../lib/snapshot.h"
+#include "../../cmd/tool.h"
 #include "../../lib/util.h"
 #include "../fixture.h"
 

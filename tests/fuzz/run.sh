@@ -28,7 +28,7 @@ tests/fuzz/mkseeds "$B/seeds" || exit 1
 
 echo "fuzz: building with $CLANG"
 objs=""
-for src in lib/*.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
+for src in lib/*.c cmd/tool.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
 	o="$B/obj/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"
 	case "$src" in
 	lib/quant_avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
@@ -36,7 +36,7 @@ for src in lib/*.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
 	lib/quant_vnni.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni" ;;
 	*) flags="$CF $SAN" ;;
 	esac
-	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib tests -name '*.h' -newer "$o")" ]; then
+	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib cmd tests -name '*.h' -newer "$o")" ]; then
 		echo "$CLANG $flags -c -o $o $src"
 	fi
 	objs="$objs $o"
