@@ -4,11 +4,11 @@
 
 include config.mk
 
-LIBSRC = lib/attn.c lib/chat.c lib/gguf.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c lib/pretok.c lib/quant.c \
-	lib/quant_avx2.c lib/quant_avx512.c lib/quant_vnni.c lib/sample.c \
+LIBSRC = lib/attn.c lib/chat.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
+	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
-LIBHDR = lib/attn.h lib/chat.h lib/gguf.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+LIBHDR = lib/attn.h lib/chat.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
 	lib/rope.h lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
@@ -46,14 +46,18 @@ $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tests/fixture.h tests/f
 .c.o:
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-lib/quant_avx2.o: lib/quant_avx2.c lib/quant_simd.h
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX2_CFLAGS) -c -o $@ lib/quant_avx2.c
+# One kernel set per instruction set (lib/simd/simd.h), each built with its flags.
+SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/igemm.inc lib/simd/attn.inc
+lib/kernels.o: $(SIMDINC)
 
-lib/quant_avx512.o: lib/quant_avx512.c lib/quant_simd.h
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX512_CFLAGS) -c -o $@ lib/quant_avx512.c
+lib/simd/avx2.o: lib/simd/avx2.c $(SIMDINC)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX2_CFLAGS) -c -o $@ lib/simd/avx2.c
 
-lib/quant_vnni.o: lib/quant_vnni.c
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_CFLAGS) -c -o $@ lib/quant_vnni.c
+lib/simd/avx512.o: lib/simd/avx512.c $(SIMDINC)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX512_CFLAGS) -c -o $@ lib/simd/avx512.c
+
+lib/simd/vnni.o: lib/simd/vnni.c lib/simd/simd.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_CFLAGS) -c -o $@ lib/simd/vnni.c
 
 $(LIB): $(LIBOBJ)
 	rm -f $@

@@ -15,6 +15,12 @@ JSON=bench/results.json
 # json KEY FILE: a number from a --stats-json line
 json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
 now() { date +%s.%N; }
+# native_isa: the kernels llm-decode uses on this machine, as it says (--stats-json)
+native_isa() {
+	[ -f "$TMP/isa.gguf" ] || tests/mkmodel -o "$TMP/isa.gguf" || exit 1
+	echo 1 | LLM_ISA= $D -m "$TMP/isa.gguf" -n 1 --stats-json 2>&1 >/dev/null |
+		sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p'
+}
 
 for ty in $TYPES; do
 	[ -f "$TMP/smollm2-135m-$ty.gguf" ] ||
@@ -25,7 +31,7 @@ prompt() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) print 1000 + (i * 7919
 prompt 128 >"$TMP/p128"
 echo 1 >"$TMP/p1"
 
-echo "SmolLM2-135M shapes, random weights, max_ctx 8192, $(nproc) CPUs, kernels: $(LLM_ISA= tests/test_quant 2>/dev/null | sed -n 's/^# kernels checked: scalar to //p')"
+echo "SmolLM2-135M shapes, random weights, max_ctx 8192, $(nproc) CPUs, kernels: $(native_isa)"
 echo "decode: 64 tokens after a 128-token prompt; prefill: that prompt; rss and kv: a 1-token prompt and 16 tokens"
 echo
 printf '%-9s %3s %9s %9s %8s %8s %10s %9s %7s %9s\n' type thr "decode/s" "prefill/s" "ttft ms" "rss MB" "kv bytes" "bound/s" "%bound" "dense MB"
@@ -84,7 +90,7 @@ refbench() {
 # The cache types (issue 13): bytes a position takes, decode speed as the
 # context fills, the prefill of a 4000-token prompt, and peak RSS for that
 # prompt and 64 generated tokens; on each instruction set the machine has.
-ISAS=${BENCH_ISAS:-"$(LLM_ISA= tests/test_quant 2>/dev/null | sed -n 's/^# kernels checked: scalar to //p') avx2"}
+ISAS=${BENCH_ISAS:-"$(native_isa) avx2"}
 ISAS=$(echo $ISAS | tr ' ' '\n' | awk '!seen[$0]++' | tr '\n' ' ')
 prompt 1 >"$TMP/c1"; prompt 1000 >"$TMP/c1000"; prompt 4000 >"$TMP/c4000"
 echo

@@ -13,6 +13,7 @@
 #include "../lib/kv.h"
 #include "../lib/model.h"
 #include "../lib/pool.h"
+#include "../lib/kernels.h"
 #include "../lib/quant.h"
 #include "../lib/sample.h"
 #include "../lib/snapshot.h"
@@ -147,7 +148,7 @@ print_stats(const struct run *r)
 		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
 		json_int(&j, "weight_bytes", (long long)model_weight_bytes(&r->m));
 		json_int(&j, "threads", r->threads);
-		json_str(&j, "isa", quant_isa_name(quant_isa()));
+		json_str(&j, "isa", kernels_isa_name(kernels_isa()));
 		json_str(&j, "compiler", llm_compiler());
 		json_int(&j, "seed", (long long)r->seed);
 		json_end(&j);

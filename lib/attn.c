@@ -17,6 +17,7 @@
 
 #include "attn.h"
 #include "gguf.h"
+#include "kernels.h"
 #include "quant.h"
 #include "util.h"
 
@@ -197,7 +198,7 @@ attention_scores(const struct attn_job *job, int kvh, int first, int last, const
 		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, head_keys(job->a, kv, layer, kvh),
 		    kv->k_unit, 0, kv_seen(kv, last), (int)hd, q, hd, nq, att, ld);
 	else if ((groups = complete_groups(kv, last)) > 0)
-		quant_group_scores(kv->k_type == KV_Q4_0, head_keys(job->a, kv, layer, kvh),
+		kernels_group_scores(kv->k_type == KV_Q4_0, head_keys(job->a, kv, layer, kvh),
 		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
 	for (t = first; kv->tail[0] && t <= last; t++)
 		tail_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
@@ -273,10 +274,10 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 		int p = r0 + s - kv_slot(kv, r0), end = p + e - s;
 		const char *rows = exact_rows(job, 1, kvh, p, &end, &lr);
 		if (kv->tail_type[1] == KV_Q8_0)
-			quant_row_values(GGML_Q8_0, end - p, b - a, att + s, ld, rows, lr, col, w,
+			kernels_row_values(GGML_Q8_0, end - p, b - a, att + s, ld, rows, lr, col, w,
 			    out, ldo, acc);
 		else
-			quant_attn_values(end - p, b - a, att + s, ld, (const float *)rows + d0, lr / 4,
+			kernels_attn_values(end - p, b - a, att + s, ld, (const float *)rows + d0, lr / 4,
 			    w, out, ldo, acc);
 		s += end - p;
 		acc = 1;
@@ -285,10 +286,10 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 		return;
 	att += s;
 	if (kv->v_type == KV_F32)
-		quant_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, 1, layer, s) + col,
+		kernels_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, 1, layer, s) + col,
 		    dim, w, out, ldo, acc);
 	else
-		quant_row_values(kv->v_type == KV_F16 ? GGML_F16 :
+		kernels_row_values(kv->v_type == KV_F16 ? GGML_F16 :
 		    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, e - s, b - a, att, ld,
 		    kv_unit(kv, 1, layer, s), kv->v_unit, col, w, out, ldo, acc);
 }
@@ -395,7 +396,7 @@ attention_worker(void *arg, int ith, int nth)
 			    qt + (size_t)(i - i0) * group * hd, group,
 			    att + (size_t)(i - i0) * group * a->att_cap, ot);	/* ot: free till the values */
 		for (g = 0; g < nq; g++)
-			quant_softmax(att + (size_t)g * a->att_cap,
+			kernels_softmax(att + (size_t)g * a->att_cap,
 			    kv_seen(job->kv, job->pos + i0 + g / group), scale);
 		attention_values(job, kvh, job->pos + i0, group, att, 0, nq, ot);
 		for (i = i0; i < i1; i++)
@@ -442,7 +443,7 @@ split_scores(void *arg, int ith, int nth)
 		int groups = complete_groups(kv, job->pos);
 		int g0 = (int)((long long)groups * piece / nth), g1 = (int)((long long)groups * (piece + 1) / nth);
 		if (g1 > g0)
-			quant_group_scores(kv->k_type == KV_Q4_0, keys + (size_t)g0 * kv->k_unit, kv->k_unit,
+			kernels_group_scores(kv->k_type == KV_Q4_0, keys + (size_t)g0 * kv->k_unit, kv->k_unit,
 			    g1 - g0, hd, q, (size_t)hd, group, att + (size_t)g0 * KV_GROUP, (size_t)a->att_cap);
 	}
 }
@@ -465,7 +466,7 @@ split_softmax(void *arg, int ith, int nth)
 		if (kv->tail[0])	/* after the store, which split_scores has done */
 			tail_scores(job, h / group, job->pos, q, 1, att);
 		attention_window(a, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
-		quant_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
+		kernels_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
 	}
 }
 

@@ -14,6 +14,7 @@
 #include "gguf.h"
 #include "matmul.h"
 #include "model.h"
+#include "kernels.h"
 #include "quant.h"
 #include "sha256.h"
 #include "util.h"
@@ -519,7 +520,7 @@ silu_rows(void *arg, int ith, int nth)
 	size_t len = (size_t)j->len;
 	int i0 = j->n * ith / nth, i1 = j->n * (ith + 1) / nth;
 
-	quant_silu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
+	kernels_silu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
 }
 
 /* g = silu(g) * u, for each of n rows of the FFN. */

@@ -7,11 +7,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 #include "gguf.h"
+#include "kernels.h"
 #include "quant.h"
 #include "util.h"
 
@@ -20,45 +18,6 @@ float quant_f16_table[1 << 16];
 #define f16_table quant_f16_table
 /* A byte as a signed int, in float: the kernels' scales without an int-to-float conversion each. */
 float quant_i8_table[256];
-
-typedef void gemm_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo);
-gemm_fn quant_avx2_gemm, quant_avx512_gemm;
-void quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo);
-typedef void round_fn(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
-round_fn quant_avx2_round, quant_vnni_round;
-typedef void gemm_rounded_fn(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *xr, int T, float *out, size_t ldo);
-gemm_rounded_fn quant_avx2_gemm_rounded, quant_vnni_gemm_rounded;
-int quant_avx2_rounds_x(uint32_t type), quant_avx512_rounds_x(uint32_t type);
-typedef void values_fn(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
-values_fn quant_avx2_attn_values, quant_avx512_attn_values;
-typedef void group_scores_fn(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
-    const float *q, size_t ldq, int T, float *out, size_t ld_out);
-typedef int row_values_fn(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
-    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate);
-group_scores_fn quant_avx2_group_scores, quant_avx512_group_scores;
-row_values_fn quant_avx2_row_values, quant_avx512_row_values;
-static group_scores_fn scalar_group_scores;
-static group_scores_fn *group_scores_impl = scalar_group_scores;
-static row_values_fn *row_values_impl;
-static values_fn scalar_attn_values;
-static values_fn *values_impl = scalar_attn_values;
-typedef void silu_fn(float *g, const float *u, size_t n);
-silu_fn quant_avx2_silu_mul, quant_avx512_silu_mul;
-static silu_fn scalar_silu_mul;
-static silu_fn *silu_impl = scalar_silu_mul;
-typedef void softmax_fn(float *x, int n, float scale);
-softmax_fn quant_avx2_softmax, quant_avx512_softmax;
-static softmax_fn scalar_softmax;
-static softmax_fn *softmax_impl = scalar_softmax;
-extern int quant_avx2_built, quant_avx512_built, quant_vnni_built;
-static gemm_fn scalar_gemm;
-static gemm_fn *gemm_impl = scalar_gemm;
-static int cpu_isa(void);
-static int isa_in_use = QUANT_SCALAR;
 
 float
 f16_to_f32(uint16_t h)
@@ -258,99 +217,6 @@ quant_quantize_q4_1(const float *x, struct block_q4_1 *out, size_t nblocks)
 	}
 }
 
-/*
- * The attention kernels of the quantized KV cache.  Portable versions;
- * each instruction set has its own (quant_simd.h), each exact within
- * itself.  Every output is one chain in a fixed order, so a query gets
- * the same bits whatever other queries run with it.
- */
-
-static void
-scalar_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
-    const float *q, size_t ldq, int T, float *out, size_t ld_out)
-{
-	size_t bb = q4 ? sizeof(struct block_q4_1) : sizeof(struct block_q8_0);
-	float acc[32], base, w;
-	int t, g, c, j;
-
-	for (t = 0; t < T; t++)
-		for (g = 0; g < n_groups; g++) {
-			const char *grp = (const char *)groups + (size_t)g * group_bytes;
-			base = 0;
-			for (j = 0; j < 32; j++)
-				acc[j] = 0;
-			for (c = 0; c < dim; c++) {
-				float x = q[(size_t)t * ldq + c];
-				if (q4) {
-					const struct block_q4_1 *b = (const void *)(grp + (size_t)c * bb);
-					w = f16_table[b->d];	/* d * quant is exact */
-					base += x * f16_table[b->m];
-					for (j = 0; j < 16; j++) {
-						acc[j] += x * (w * (float)(b->qs[j] & 0xf));
-						acc[j + 16] += x * (w * (float)(b->qs[j] >> 4));
-					}
-				} else {
-					const struct block_q8_0 *b = (const void *)(grp + (size_t)c * bb);
-					w = f16_table[b->d];
-					for (j = 0; j < 32; j++)
-						acc[j] += x * (w * (float)b->qs[j]);
-				}
-			}
-			for (j = 0; j < 32; j++)
-				out[(size_t)t * ld_out + (size_t)g * 32 + j] = acc[j] + base;
-		}
-}
-
-/* Element e of a row of quantized values (q8_0 or q4_0 blocks, or f16), scaled by w. */
-static void
-scalar_row_values(int type, int n_pos, int heads, const float *att, size_t ld_att,
-    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out,
-    int accumulate)
-{
-	int h, t, i, e, j;
-
-	for (h = 0; h < heads; h++) {
-		float *o = out + (size_t)h * ld_out;
-		if (!accumulate)
-			memset(o, 0, (size_t)dim * sizeof *o);
-		for (t = 0; t < n_pos; t++) {
-			const char *row = (const char *)rows + (size_t)t * row_bytes;
-			float a = att[(size_t)h * ld_att + t];
-			for (i = 0; i < dim; i++) {
-				e = d0 + i, j = e % 32;
-				if (type == GGML_F16) {
-					o[i] += a * f16_table[((const uint16_t *)row)[e]];
-				} else if (type == GGML_Q8_0) {
-					const struct block_q8_0 *b = (const struct block_q8_0 *)row + e / 32;
-					o[i] += a * (f16_table[b->d] * (float)b->qs[j]);
-				} else {
-					const struct block_q4_0 *b = (const struct block_q4_0 *)row + e / 32;
-					o[i] += a * (f16_table[b->d] *
-					    (float)((j < 16 ? b->qs[j] & 0xf : b->qs[j - 16] >> 4) - 8));
-				}
-			}
-		}
-	}
-}
-
-void
-quant_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
-    const float *q, size_t ldq, int T, float *out, size_t ld_out)
-{
-	group_scores_impl(q4, groups, group_bytes, n_groups, dim, q, ldq, T, out, ld_out);
-}
-
-void
-quant_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
-    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
-{
-	/* the SIMD kernels take whole blocks; other shapes (heads of 8, say) go portable */
-	if (!row_values_impl || !row_values_impl(type, n_pos, heads, att, ld_att, rows, row_bytes,
-	    d0, dim, out, ld_out, accumulate))
-		scalar_row_values((int)type, n_pos, heads, att, ld_att, rows, row_bytes, d0, dim, out,
-		    ld_out, accumulate);
-}
-
 void
 quant_hadamard(float *x, size_t n, int r)
 {
@@ -377,9 +243,7 @@ void
 quant_init(void)
 {
 	static int done;
-	const char *env;
 	uint32_t i;
-	int isa;
 
 	if (done)
 		return;
@@ -387,11 +251,7 @@ quant_init(void)
 		f16_table[i] = f16_to_f32((uint16_t)i);
 	for (i = 0; i < 256; i++)
 		quant_i8_table[i] = (float)(int8_t)i;
-	quant_set_isa(cpu_isa());
-	if ((env = getenv("LLM_ISA")) != NULL)
-		for (isa = QUANT_SCALAR; isa <= QUANT_AVX512VNNI; isa++)
-			if (strcmp(env, quant_isa_name(isa)) == 0)
-				quant_set_isa(isa);	/* ignored if the processor lacks it */
+	kernels_init();
 	done = 1;
 }
 
@@ -538,214 +398,20 @@ quant_dequant_row(uint32_t type, const void *row, float *out, size_t n)
 		quant_dequant_chunk(type, row, (int)k, (int)(n - k), out + k);
 }
 
-/*
- * The portable kernel follows the rule of quant_simd.h with eight lanes:
- * each output is eight running sums over k, then a fixed tree.
- */
-static void
-scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	float *row = quant_scratch((size_t)cols);	/* freed when the thread ends */
-	int r, t, k, j;
 
-	for (r = r0; r < r1; r++) {
-		quant_dequant_row(type, (const char *)w + (size_t)r * row_bytes, row, (size_t)cols);
-		for (t = 0; t < T; t++) {
-			const float *xt = x + (size_t)t * ldx;
-			float a[8] = { 0 };
 
-			for (k = 0; k + 8 <= cols; k += 8)
-				for (j = 0; j < 8; j++)
-					a[j] += row[k + j] * xt[k + j];
-			for (j = 0; k + j < cols; j++)
-				a[j] += row[k + j] * xt[k + j];
-			out[(size_t)t * ldo + r] = ((a[0] + a[4]) + (a[2] + a[6])) +
-			    ((a[1] + a[5]) + (a[3] + a[7]));
-		}
-	}
-}
 
-void
-quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	gemm_impl(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-}
 
-static void
-scalar_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
-{
-	int h, t, d;
 
-	for (h = 0; h < heads; h++) {
-		float *o = out + (size_t)h * ld_out;
-		if (!accumulate)
-			memset(o, 0, (size_t)dim * sizeof *o);
-		for (t = 0; t < n_pos; t++)
-			for (d = 0; d < dim; d++)
-				o[d] += att[(size_t)h * ld_att + t] * v[(size_t)t * ld_v + d];
-	}
-}
 
-static void
-scalar_softmax(float *x, int n, float scale)
-{
-	float max, sum = 0;
-	int i;
 
-	for (i = 0; i < n; i++)
-		x[i] *= scale;
-	for (max = x[0], i = 1; i < n; i++)
-		max = x[i] > max ? x[i] : max;
-	for (i = 0; i < n; i++) {
-		x[i] = expf(x[i] - max);
-		sum += x[i];
-	}
-	for (i = 0; i < n; i++)
-		x[i] /= sum;
-}
 
-static void
-scalar_silu_mul(float *g, const float *u, size_t n)
-{
-	size_t i;
 
-	for (i = 0; i < n; i++)
-		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
 
-void
-quant_silu_mul(float *g, const float *u, size_t n)
-{
-	silu_impl(g, u, n);
-}
 
-void
-quant_softmax(float *x, int n, float scale)
-{
-	softmax_impl(x, n, scale);
-}
 
-void
-quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
-{
-	values_impl(n_pos, heads, att, ld_att, v, ld_v, dim, out, ld_out, accumulate);
-}
 
-/* avx512vnni: avx512's kernels, but q8_0 products by the block-sum rule */
-static void
-vnni_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	if (type == GGML_Q8_0)
-		quant_vnni_gemm_q8_0(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-	else
-		quant_avx512_gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-}
 
-/* What the processor and the operating system support. */
-static int
-cpu_isa(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	unsigned a, b, c, d, xcr0_lo, xcr0_hi;
-	int avx, avx2, avx512, vnni;
 
-	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))	/* OSXSAVE */
-		return QUANT_SCALAR;
-	__asm__ volatile ("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-	avx = (c & (1u << 28)) && (c & (1u << 12)) && (c & (1u << 29)) &&	/* AVX, FMA, F16C */
-	    (xcr0_lo & 6) == 6;						/* XMM and YMM state */
-	if (!avx || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
-		return QUANT_SCALAR;
-	avx2 = (b & (1u << 5)) != 0;
-	avx512 = avx2 && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&	/* F, BW, VL */
-	    (xcr0_lo & 0xe0) == 0xe0;					/* opmask and ZMM state */
-	vnni = avx512 && (c & (1u << 11)) != 0;				/* AVX512_VNNI */
-	if (vnni && quant_avx512_built && quant_vnni_built)
-		return QUANT_AVX512VNNI;
-	if (avx512 && quant_avx512_built)
-		return QUANT_AVX512;
-	if (avx2 && quant_avx2_built)
-		return QUANT_AVX2;
-#endif
-	return QUANT_SCALAR;
-}
 
-int
-quant_set_isa(int isa)
-{
-	if (isa < QUANT_SCALAR || isa > cpu_isa())
-		return -1;
-	isa_in_use = isa;
-	gemm_impl = isa == QUANT_AVX512VNNI ? vnni_gemm : isa == QUANT_AVX512 ? quant_avx512_gemm :
-	    isa == QUANT_AVX2 ? quant_avx2_gemm : scalar_gemm;
-	values_impl = isa >= QUANT_AVX512 ? quant_avx512_attn_values :
-	    isa == QUANT_AVX2 ? quant_avx2_attn_values : scalar_attn_values;
-	silu_impl = isa >= QUANT_AVX512 ? quant_avx512_silu_mul :
-	    isa == QUANT_AVX2 ? quant_avx2_silu_mul : scalar_silu_mul;
-	softmax_impl = isa >= QUANT_AVX512 ? quant_avx512_softmax :
-	    isa == QUANT_AVX2 ? quant_avx2_softmax : scalar_softmax;
-	group_scores_impl = isa >= QUANT_AVX512 ? quant_avx512_group_scores :
-	    isa == QUANT_AVX2 ? quant_avx2_group_scores : scalar_group_scores;
-	row_values_impl = isa >= QUANT_AVX512 ? quant_avx512_row_values :
-	    isa == QUANT_AVX2 ? quant_avx2_row_values : NULL;
-	return 0;
-}
 
-int
-quant_rounds_x(uint32_t type)
-{
-	if (isa_in_use == QUANT_AVX512VNNI && type == GGML_Q8_0)
-		return 1;
-	return isa_in_use >= QUANT_AVX512 ? quant_avx512_rounds_x(type) :
-	    isa_in_use == QUANT_AVX2 ? quant_avx2_rounds_x(type) : 0;
-}
-
-int
-quant_rounds_once(uint32_t type)
-{
-	return quant_rounds_x(type);
-}
-
-size_t
-quant_rounded_floats(int T, int cols)
-{
-	/* quant_rounded_parts' parts, and 16 floats to align them */
-	return QUANT_LINES((size_t)T * cols / 2) + 2 * QUANT_LINES((size_t)T * (cols / 32)) + 16;
-}
-
-void
-quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
-{
-	if (isa_in_use == QUANT_AVX512VNNI)
-		quant_vnni_round(x, ldx, t0, t1, T, cols, xr);
-	else if (isa_in_use == QUANT_AVX2)
-		quant_avx2_round(x, ldx, t0, t1, T, cols, xr);
-}
-
-void
-quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *xr, int T, float *out, size_t ldo)
-{
-	if (isa_in_use == QUANT_AVX512VNNI)	/* q8_0, the one type it rounds */
-		quant_vnni_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
-	else if (isa_in_use == QUANT_AVX2)
-		quant_avx2_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
-}
-
-int
-quant_isa(void)
-{
-	return isa_in_use;
-}
-
-const char *
-quant_isa_name(int isa)
-{
-	return isa == QUANT_AVX512VNNI ? "avx512vnni" : isa == QUANT_AVX512 ? "avx512" :
-	    isa == QUANT_AVX2 ? "avx2" : "scalar";
-}

@@ -1,4 +1,4 @@
-/* quant.h: weight types: half floats, block layouts, dequantization, dot kernels. */
+/* quant.h: weight types: half floats, block layouts, dequantization, products (kernels.c). */
 #ifndef LLM_QUANT_H
 #define LLM_QUANT_H
 
@@ -119,18 +119,6 @@ quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 }
 
 /*
- * The instruction sets the kernels can use, best last.  avx512vnni is
- * avx512 with q8_0 products by integer dot products (quant_vnni.c).
- */
-enum { QUANT_SCALAR, QUANT_AVX2, QUANT_AVX512, QUANT_AVX512VNNI };
-
-/* The kernels in use: the best the processor has, or $LLM_ISA (scalar, avx2, avx512, avx512vnni) if lower. */
-int quant_isa(void);
-const char *quant_isa_name(int isa);
-/* Use another set; -1 if this processor or build cannot. For tests. */
-int quant_set_isa(int isa);
-
-/*
  * out[t * ldo + r] = W[r] . X[t] for rows [r0, r1) of W (cols weights
  * each, row_bytes apart) and tokens [0, T) of X (ldx floats apart).
  * Each output is computed with the same operations whatever the rows and
@@ -141,7 +129,7 @@ void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, 
     const float *x, size_t ldx, int T, float *out, size_t ldo);
 /*
  * 1 if quant_gemm rounds x to 16-bit integers, a block of 32 at a time,
- * for this type with the kernels in use (quant_simd.h's integer rule):
+ * for this type with the kernels in use (simd/gemm.inc's integer rule):
  * still bitwise the same for a batch and one token at a time, and within
  * about 1e-5 of the largest output of the exact products.
  */
@@ -178,40 +166,5 @@ quant_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum)
 	*xsum = *dx + QUANT_LINES((size_t)T * (cols / 32));
 	return xq;
 }
-
-/*
- * Attention's weighted sum of values for the heads that share them:
- * out[h * ld_out + d] = sum over t < n_pos of att[h * ld_att + t] *
- * v[t * ld_v + d], summed in order of t.  With accumulate, the sums go
- * on from what out holds, so positions given in several calls, in order,
- * give the bits of one call over them all.
- */
-void quant_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
-
-/*
- * Scores against keys quantized per channel over groups of 32 positions
- * (the KV cache's q8_0 keys, or with q4 its q4_1 ones): groups points at
- * the block of the head's first channel in group 0, the next group
- * group_bytes on, the next channel one block on.  For T queries of dim
- * floats, ldq apart: out[t * ld_out + 32 g + j] = the dot product with
- * position j of group g, summed over channels in order, as
- * q[c] * (d * quant), d * quant exact (plus the sum of q[c] * m, for q4_1).
- */
-void quant_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
-    const float *q, size_t ldq, int T, float *out, size_t ld_out);
-
-/*
- * quant_attn_values for rows of f16 values or of q8_0 or q4_0 blocks,
- * row_bytes apart: elements [d0, d0 + dim) of each.
- */
-void quant_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
-    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate);
-
-/* SwiGLU: g[i] = silu(g[i]) * u[i] for i < n, with the kernels in use. */
-void quant_silu_mul(float *g, const float *u, size_t n);
-
-/* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
-void quant_softmax(float *x, int n, float scale);
 
 #endif

@@ -10,6 +10,7 @@
 #include "../lib/kv.h"
 #include "../lib/model.h"
 #include "../lib/pool.h"
+#include "../lib/kernels.h"
 #include "../lib/quant.h"
 #include "../lib/sample.h"
 #include "../cmd/tool.h"
@@ -468,12 +469,12 @@ batched_prefill_on(uint32_t type, int isa)
 			CHECK(!err, "%s", llm_err());
 		}
 		CHECK(memcmp(batch, one, mm.c.vocab_size * sizeof *one) == 0,
-		    "%s %s: chunks of %d differ from one token at a time", quant_isa_name(isa),
+		    "%s %s: chunks of %d differ from one token at a time", kernels_isa_name(isa),
 		    gguf_type_name(type), n);
 		for (int l = 0; l < a.n_layers; l++)	/* the filled rows; the rest is spare */
 			CHECK(memcmp(kv_k_read(&a, l, 0), kv_k_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0 &&
 			    memcmp(kv_v_read(&a, l, 0), kv_v_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0,
-			    "%s %s: chunks of %d: layer %d of the caches differs", quant_isa_name(isa),
+			    "%s %s: chunks of %d: layer %d of the caches differs", kernels_isa_name(isa),
 			    gguf_type_name(type), n, l);
 		kv_free(&b);
 	}
@@ -488,13 +489,13 @@ batched_prefill_on(uint32_t type, int isa)
 static void
 batched_prefill_equals_token_by_token(uint32_t type)
 {
-	int best = quant_isa(), isa;
+	int best = kernels_isa(), isa;
 
-	for (isa = QUANT_SCALAR; isa <= best; isa++) {
-		quant_set_isa(isa);
+	for (isa = KERNELS_SCALAR; isa <= best; isa++) {
+		kernels_set_isa(isa);
 		batched_prefill_on(type, isa);
 	}
-	quant_set_isa(best);
+	kernels_set_isa(best);
 }
 
 static void batched_prefill_equals_token_by_token_f32(void) { batched_prefill_equals_token_by_token(GGML_F32); }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../lib/gguf.h"
+#include "../lib/kernels.h"
 #include "../lib/quant.h"
 #include "../lib/util.h"
 #include "check.h"
@@ -138,7 +139,7 @@ simd_kernels_match_the_scalar_kernel(void)
 	 */
 	enum { ROWS = 150, T = 75, MAXC = 1536 };
 	static const int cols_list[] = { 512, 576, 96, 40, 13, 1004, 1536 };	/* whole chunks and tails */
-	int best = quant_isa(), isa, ti, ci, r, t, i;
+	int best = kernels_isa(), isa, ti, ci, r, t, i;
 	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(T * MAXC * sizeof *x);
 	float ref[T][ROWS], got[T][ROWS], one, dec[ROWS];
 	unsigned char *q = xmalloc(ROWS * MAXC * 4);
@@ -157,12 +158,12 @@ simd_kernels_match_the_scalar_kernel(void)
 			rb = quant_row_bytes(type, (size_t)cols);
 			for (r = 0; r < ROWS; r++)
 				quantize_row(type, w + r * MAXC, q + r * rb, (size_t)cols);
-			quant_set_isa(QUANT_SCALAR);
+			kernels_set_isa(KERNELS_SCALAR);
 			quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &ref[0][0], ROWS);
-			for (isa = QUANT_SCALAR; isa <= best; isa++) {
+			for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 				/* relative to the largest output, as the logits tests measure */
 				double worst = 0, scale = 0;
-				quant_set_isa(isa);
+				kernels_set_isa(isa);
 				quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++)
@@ -172,7 +173,7 @@ simd_kernels_match_the_scalar_kernel(void)
 					quant_gemm(type, q, rb, 0, ROWS, cols, x + t * MAXC, MAXC, 1, dec, ROWS);
 					for (r = 0; r < ROWS; r++)
 						CHECK(memcmp(&dec[r], &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) decoded differs",
-						    quant_isa_name(isa), gguf_type_name(type), cols, r, t);
+						    kernels_isa_name(isa), gguf_type_name(type), cols, r, t);
 				}
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++) {
@@ -183,16 +184,16 @@ simd_kernels_match_the_scalar_kernel(void)
 							continue;
 						quant_gemm(type, q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
 						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
-						    quant_isa_name(isa), gguf_type_name(type), cols, r, t);
+						    kernels_isa_name(isa), gguf_type_name(type), cols, r, t);
 					}
 				/* the integer rule rounds x at 1 / 65534 of a block's largest */
 				CHECK(worst < (quant_rounds_x(type) ? 1e-4 : 1e-5),
 				    "%s %s cols %d: relative error %g against scalar",
-				    quant_isa_name(isa), gguf_type_name(type), cols, worst);
+				    kernels_isa_name(isa), gguf_type_name(type), cols, worst);
 			}
 		}
-	quant_set_isa(best);
-	printf("# kernels checked: scalar to %s\n", quant_isa_name(best));
+	kernels_set_isa(best);
+	printf("# kernels checked: scalar to %s\n", kernels_isa_name(best));
 	free(w), free(x), free(q);
 }
 
@@ -211,15 +212,15 @@ rounding_once_gives_the_same_bits(void)
 	float *w = xmalloc(ROWS * COLS * sizeof *w), *x = xmalloc(T * LDX * sizeof *x);
 	float *ref = xmalloc(T * ROWS * sizeof *ref), *got = xmalloc(T * ROWS * sizeof *got), *xr;
 	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, COLS));
-	int best = quant_isa(), isa, ti, n, i, bad, checked = 0;
+	int best = kernels_isa(), isa, ti, n, i, bad, checked = 0;
 
 	for (i = 0; i < ROWS * COLS; i++)
 		w[i] = rnd();
 	for (i = 0; i < T * LDX; i++)
 		x[i] = rnd() * (i % 7 + 1);
 	xr = xmalloc(quant_rounded_floats(T, COLS) * sizeof *xr);
-	for (isa = QUANT_SCALAR; isa <= best; isa++) {
-		if (quant_set_isa(isa) != 0)
+	for (isa = KERNELS_SCALAR; isa <= best; isa++) {
+		if (kernels_set_isa(isa) != 0)
 			continue;
 		for (ti = 0; ti < NTYPES; ti++) {
 			uint32_t type = all_types[ti];
@@ -238,15 +239,15 @@ rounding_once_gives_the_same_bits(void)
 				for (bad = 0, i = 0; i < n * ROWS; i++)
 					bad += memcmp(&ref[i], &got[i], sizeof *ref) != 0;
 				CHECK(bad == 0, "%s %s, %d tokens: %d of %d outputs differ from quant_gemm's",
-				    quant_isa_name(isa), gguf_type_name(type), n, bad, n * ROWS);
+				    kernels_isa_name(isa), gguf_type_name(type), n, bad, n * ROWS);
 			}
 			checked++;
 		}
 	}
-	quant_set_isa(best);
+	kernels_set_isa(best);
 	free(w), free(x), free(ref), free(got), free(q), free(xr);
 	if (!checked)
-		SKIP("the kernels here (up to %s) take no type rounded once", quant_isa_name(best));
+		SKIP("the kernels here (up to %s) take no type rounded once", kernels_isa_name(best));
 	printf("# %d pairs of instruction set and type checked\n", checked);
 }
 
@@ -260,7 +261,7 @@ extreme_activations_stay_finite(void)
 {
 	enum { ROWS = 9, COLS = 256 };
 	static const float vals[] = { 0, 1e-36f, 3e-30f, 1e30f };
-	int best = quant_isa(), isa, ti, vi, r, i;
+	int best = kernels_isa(), isa, ti, vi, r, i;
 	float w[COLS], x[COLS], out[ROWS];
 	unsigned char q[ROWS * COLS * 4];
 
@@ -271,20 +272,20 @@ extreme_activations_stay_finite(void)
 		size_t rb = quant_row_bytes(type, COLS);
 		for (r = 0; r < ROWS; r++)
 			quantize_row(type, w, q + r * rb, COLS);
-		for (isa = QUANT_SCALAR; isa <= best; isa++)
+		for (isa = KERNELS_SCALAR; isa <= best; isa++)
 			for (vi = 0; vi < 4; vi++) {
-				quant_set_isa(isa);
+				kernels_set_isa(isa);
 				for (i = 0; i < COLS; i++)	/* half the block at v, the rest 0 */
 					x[i] = i % 32 < 16 ? vals[vi] * (i % 2 ? -1 : 1) : 0;
 				quant_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, 1, out, ROWS);
 				for (r = 0; r < ROWS; r++)
 					CHECK(isfinite(out[r]) && (vals[vi] > 0 || out[r] == 0) &&
 					    fabs(out[r]) <= 1e3 * vals[vi] * COLS,
-					    "%s %s: x of %g gives %g", quant_isa_name(isa), gguf_type_name(type),
+					    "%s %s: x of %g gives %g", kernels_isa_name(isa), gguf_type_name(type),
 					    vals[vi], out[r]);
 			}
 	}
-	quant_set_isa(best);
+	kernels_set_isa(best);
 }
 
 /*
@@ -296,7 +297,7 @@ static void
 kv_kernels_match_scalar_and_ignore_their_company(void)
 {
 	enum { DIM = 64, G = 3, T = 15, HEADS = 14, NP = 70 };	/* more than a pass of queries and heads */
-	int best = quant_isa(), isa, q4, t, j, h, d;
+	int best = kernels_isa(), isa, q4, t, j, h, d;
 	struct block_q8_0 g8[G][DIM];
 	struct block_q4_1 g4[G][DIM];
 	struct block_q8_0 r8[NP][DIM / 32 + 1];	/* rows with an extra block: d0 = 32 */
@@ -330,16 +331,16 @@ kv_kernels_match_scalar_and_ignore_their_company(void)
 	for (q4 = 0; q4 < 2; q4++) {
 		const void *grp = q4 ? (const void *)g4 : (const void *)g8;
 		size_t gb = q4 ? sizeof g4[0] : sizeof g8[0];
-		quant_set_isa(QUANT_SCALAR);
-		quant_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &ref[0][0], G * 32);
-		for (isa = QUANT_SCALAR; isa <= best; isa++) {
+		kernels_set_isa(KERNELS_SCALAR);
+		kernels_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &ref[0][0], G * 32);
+		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 			double worst = 0, scale = 0;
-			quant_set_isa(isa);
-			quant_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &got[0][0], G * 32);
+			kernels_set_isa(isa);
+			kernels_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &got[0][0], G * 32);
 			for (t = 0; t < T; t++) {
-				quant_group_scores(q4, grp, gb, G, DIM, q[t], DIM, 1, one, G * 32);
+				kernels_group_scores(q4, grp, gb, G, DIM, q[t], DIM, 1, one, G * 32);
 				CHECK(memcmp(one, got[t], sizeof one) == 0, "%s q%d: query %d alone differs",
-				    quant_isa_name(isa), q4 ? 4 : 8, t);
+				    kernels_isa_name(isa), q4 ? 4 : 8, t);
 				for (j = 0; j < G * 32; j++)
 					scale = worst_of(scale, fabs(ref[t][j]));
 			}
@@ -347,29 +348,29 @@ kv_kernels_match_scalar_and_ignore_their_company(void)
 				for (j = 0; j < G * 32; j++)
 					worst = worst_of(worst, fabs(got[t][j] - ref[t][j]) / scale);
 			CHECK(worst < 1e-5, "%s group scores q%d: relative error %g against scalar",
-			    quant_isa_name(isa), q4 ? 4 : 8, worst);
+			    kernels_isa_name(isa), q4 ? 4 : 8, worst);
 		}
 	}
 	for (int ty = 0; ty < 3; ty++) {
 		uint32_t type = ty == 0 ? GGML_F16 : ty == 1 ? GGML_Q8_0 : GGML_Q4_0;
 		const void *rows = ty == 0 ? (const void *)rh : ty == 1 ? (const void *)r8 : (const void *)r4;
 		size_t rb = ty == 0 ? sizeof rh[0] : ty == 1 ? sizeof r8[0] : sizeof r4[0];
-		quant_set_isa(QUANT_SCALAR);
-		quant_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vref[0][0], DIM, 0);
-		for (isa = QUANT_SCALAR; isa <= best; isa++) {
+		kernels_set_isa(KERNELS_SCALAR);
+		kernels_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vref[0][0], DIM, 0);
+		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 			double worst = 0, scale = 0;
-			quant_set_isa(isa);
-			quant_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vgot[0][0], DIM, 0);
+			kernels_set_isa(isa);
+			kernels_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vgot[0][0], DIM, 0);
 			for (h = 0; h < HEADS; h++) {
-				quant_row_values(type, NP, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
+				kernels_row_values(type, NP, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
 				CHECK(memcmp(vone, vgot[h], sizeof vone) == 0, "%s %s: head %d alone differs",
-				    quant_isa_name(isa), gguf_type_name(type), h);
+				    kernels_isa_name(isa), gguf_type_name(type), h);
 				/* two calls, the second accumulating, are one */
-				quant_row_values(type, 30, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
-				quant_row_values(type, NP - 30, 1, att[h] + 30, NP, (const char *)rows + 30 * rb,
+				kernels_row_values(type, 30, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
+				kernels_row_values(type, NP - 30, 1, att[h] + 30, NP, (const char *)rows + 30 * rb,
 				    rb, 32, DIM, vone, DIM, 1);
 				CHECK(memcmp(vone, vgot[h], sizeof vone) == 0, "%s %s: head %d in two calls differs",
-				    quant_isa_name(isa), gguf_type_name(type), h);
+				    kernels_isa_name(isa), gguf_type_name(type), h);
 				for (d = 0; d < DIM; d++)
 					scale = worst_of(scale, fabs(vref[h][d]));
 			}
@@ -377,10 +378,10 @@ kv_kernels_match_scalar_and_ignore_their_company(void)
 				for (d = 0; d < DIM; d++)
 					worst = worst_of(worst, fabs(vgot[h][d] - vref[h][d]) / scale);
 			CHECK(worst < 1e-5, "%s values %s: relative error %g against scalar",
-			    quant_isa_name(isa), gguf_type_name(type), worst);
+			    kernels_isa_name(isa), gguf_type_name(type), worst);
 		}
 	}
-	quant_set_isa(best);
+	kernels_set_isa(best);
 }
 
 /*
@@ -395,7 +396,7 @@ f32_values_match_scalar_and_ignore_their_company(void)
 	enum { NP = 50, MAXH = 13, MAXD = 136, LDV = MAXD + 5 };
 	static const int dims[] = { 8, 24, 64, 72, 136 }, heads[] = { 1, 3, 7, 13 };
 	static float v[NP][LDV], att[MAXH][NP], ref[MAXH][MAXD], got[MAXH][MAXD], one[MAXD];
-	int best = quant_isa(), isa, di, hi, h, d, t;
+	int best = kernels_isa(), isa, di, hi, h, d, t;
 
 	for (t = 0; t < NP; t++)
 		for (d = 0; d < LDV; d++)
@@ -406,20 +407,20 @@ f32_values_match_scalar_and_ignore_their_company(void)
 	for (di = 0; di < (int)(sizeof dims / sizeof *dims); di++)
 		for (hi = 0; hi < (int)(sizeof heads / sizeof *heads); hi++) {
 			int dim = dims[di], nh = heads[hi];
-			quant_set_isa(QUANT_SCALAR);
-			quant_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &ref[0][0], MAXD, 0);
-			for (isa = QUANT_SCALAR; isa <= best; isa++) {
+			kernels_set_isa(KERNELS_SCALAR);
+			kernels_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &ref[0][0], MAXD, 0);
+			for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 				double worst = 0, scale = 0;
-				quant_set_isa(isa);
-				quant_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &got[0][0], MAXD, 0);
+				kernels_set_isa(isa);
+				kernels_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &got[0][0], MAXD, 0);
 				for (h = 0; h < nh; h++) {
-					quant_attn_values(NP, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);
+					kernels_attn_values(NP, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);
 					CHECK(memcmp(one, got[h], dim * sizeof *one) == 0,
-					    "%s dim %d heads %d: head %d alone differs", quant_isa_name(isa), dim, nh, h);
-					quant_attn_values(17, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);
-					quant_attn_values(NP - 17, 1, att[h] + 17, NP, v[17], LDV, dim, one, MAXD, 1);
+					    "%s dim %d heads %d: head %d alone differs", kernels_isa_name(isa), dim, nh, h);
+					kernels_attn_values(17, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);
+					kernels_attn_values(NP - 17, 1, att[h] + 17, NP, v[17], LDV, dim, one, MAXD, 1);
 					CHECK(memcmp(one, got[h], dim * sizeof *one) == 0,
-					    "%s dim %d heads %d: head %d in two calls differs", quant_isa_name(isa), dim, nh, h);
+					    "%s dim %d heads %d: head %d in two calls differs", kernels_isa_name(isa), dim, nh, h);
 					for (d = 0; d < dim; d++)
 						scale = worst_of(scale, fabs(ref[h][d]));
 				}
@@ -427,10 +428,10 @@ f32_values_match_scalar_and_ignore_their_company(void)
 					for (d = 0; d < dim; d++)
 						worst = worst_of(worst, fabs(got[h][d] - ref[h][d]) / scale);
 				CHECK(worst < 1e-5, "%s dim %d heads %d: relative error %g against scalar",
-				    quant_isa_name(isa), dim, nh, worst);
+				    kernels_isa_name(isa), dim, nh, worst);
 			}
 		}
-	quant_set_isa(best);
+	kernels_set_isa(best);
 }
 
 int

@@ -28,15 +28,15 @@ tests/fuzz/mkseeds "$B/seeds" || exit 1
 
 echo "fuzz: building with $CLANG"
 objs=""
-for src in lib/*.c cmd/tool.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
+for src in lib/*.c lib/simd/*.c cmd/tool.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
 	o="$B/obj/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"
 	case "$src" in
-	lib/quant_avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
-	lib/quant_avx512.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512" ;;
-	lib/quant_vnni.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni" ;;
+	lib/simd/avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
+	lib/simd/avx512.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512" ;;
+	lib/simd/vnni.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni" ;;
 	*) flags="$CF $SAN" ;;
 	esac
-	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib cmd tests -name '*.h' -newer "$o")" ]; then
+	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib cmd tests -name '*.h' -newer "$o" -o -name '*.inc' -newer "$o")" ]; then
 		echo "$CLANG $flags -c -o $o $src"
 	fi
 	objs="$objs $o"

@@ -1,8 +1,8 @@
 /*
- * quant_vnni.c: q8_0 products with AVX-512 VNNI's integer dot products
+ * vnni.c: q8_0 products with AVX-512 VNNI's integer dot products
  * (vpdpwssd), the kernels LLM_ISA=avx512vnni adds to avx512's.  Built with
- * avx512's flags and -mavx512vnni; quant.c calls it only when cpuid says
- * the processor has VNNI.
+ * avx512's flags and -mavx512vnni; kernels.c takes them only when cpuid
+ * says the processor has VNNI.
  *
  * The block-sum rule: x is rounded per block of 32 to int16 at scale
  * max|x| / 32767, ties to even (as quant_simd.h's integer rule); for an
@@ -25,8 +25,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "quant.h"
+#include "../gguf.h"
+#include "../quant.h"
+#include "simd.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
@@ -260,7 +261,7 @@ batch_rows(const int32_t *panels, const float *scales, int n, int nb, const int1
 	}
 }
 
-void
+static void
 quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
 	float *dx, *xsum;	/* no sums: q8_0's weights have no minimum */
@@ -311,7 +312,7 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 	}
 }
 
-void
+static void
 quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
@@ -320,7 +321,7 @@ quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, 
 	    T == 1 ? NULL : quant_scratch(pack_floats(cols)));
 }
 
-void
+static void
 quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
@@ -331,25 +332,46 @@ quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
 }
 
-int quant_vnni_built = 1;
-#else
-int quant_vnni_built = 0;
-void
-quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
-{
-	(void)x, (void)ldx, (void)t0, (void)t1, (void)T, (void)cols, (void)xr;
-}
-void
-quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *xr, int T, float *out, size_t ldo)
-{
-	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols, (void)xr, (void)T, (void)out, (void)ldo;
-}
-void
-quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
+/* avx512's kernels, but q8_0 products by the block-sum rule */
+static void
+vnni_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	(void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
-	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
+	if (type == GGML_Q8_0)
+		quant_vnni_gemm_q8_0(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
+	else
+		simd_avx512()->gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
+}
+
+static int
+vnni_rounds_x(uint32_t type)
+{
+	return type == GGML_Q8_0 || simd_avx512()->rounds_x(type);
+}
+
+const struct kernels *
+simd_avx512vnni(void)
+{
+	static struct kernels k;
+	const struct kernels *base = simd_avx512();
+
+	if (!base)
+		return NULL;
+	/* a copy of avx512's table, made when kernels.c first asks (quant_init, one thread) */
+	if (!k.name) {
+		k = *base;
+		k.gemm = vnni_gemm;
+		k.rounds_x = vnni_rounds_x;
+		k.round = quant_vnni_round;
+		k.gemm_rounded = quant_vnni_gemm_rounded;
+		k.name = "avx512vnni";
+	}
+	return &k;
+}
+#else
+const struct kernels *
+simd_avx512vnni(void)
+{
+	return NULL;
 }
 #endif

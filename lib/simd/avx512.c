@@ -1,7 +1,7 @@
 /*
- * quant_avx512.c: the matmul kernels for AVX-512 (F, BW, VL) with FMA.
- * Built with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; quant.c calls
- * it only when cpuid says the processor has them.
+ * avx512.c: the kernels for AVX-512 (F, BW, VL) with FMA (simd.h).
+ * Built with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; kernels.c
+ * takes them only when cpuid says the processor has them.
  */
 #include <math.h>
 #include <stddef.h>
@@ -9,14 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "quant.h"
+#include "../gguf.h"
+#include "../quant.h"
+#include "simd.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
 #include <immintrin.h>
 
-extern float quant_f16_table[1 << 16];
-extern float quant_i8_table[256];
 /* A scale byte (signed) as a float, by table: a scalar int-to-float conversion
  * waits on its destination register's last writer, which cost q6_K 10%. */
 #define I8F(x) quant_i8_table[(uint8_t)(x)]
@@ -352,54 +351,29 @@ reduce512x4(__m512 a, __m512 b, __m512 c, __m512 d, float *out)
 }
 #define REDUCE4(a, b, c, d, out) reduce512x4(a, b, c, d, out)
 
-#include "quant_simd.h"
+#include "gemm.inc"
+#include "attn.inc"
 
-int quant_avx512_built = 1;
+const struct kernels *
+simd_avx512(void)
+{
+	static const struct kernels k = {
+		.name = "avx512",
+		.gemm = quant_avx512_gemm,
+		.rounds_x = quant_avx512_rounds_x,
+		.attn_values = quant_avx512_attn_values,
+		.softmax = quant_avx512_softmax,
+		.silu_mul = quant_avx512_silu_mul,
+		.group_scores = quant_avx512_group_scores,
+		.row_values = quant_avx512_row_values,
+	};
+
+	return &k;
+}
 #else
-int quant_avx512_built = 0;
-int
-quant_avx512_rounds_x(uint32_t type)
+const struct kernels *
+simd_avx512(void)
 {
-	(void)type;
-	return 0;
-}
-void
-quant_avx512_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
-	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
-}
-void
-quant_avx512_softmax(float *x, int n, float scale)
-{
-	(void)x, (void)n, (void)scale;
-}
-void
-quant_avx512_silu_mul(float *g, const float *u, size_t n)
-{
-	(void)g, (void)u, (void)n;
-}
-void
-quant_avx512_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
-{
-	(void)n_pos, (void)heads, (void)att, (void)ld_att, (void)v, (void)ld_v;
-	(void)dim, (void)out, (void)ld_out, (void)accumulate;
-}
-void
-quant_avx512_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
-    const float *q, size_t ldq, int T, float *out, size_t ld_out)
-{
-	(void)q4, (void)groups, (void)group_bytes, (void)n_groups, (void)dim;
-	(void)q, (void)ldq, (void)T, (void)out, (void)ld_out;
-}
-int
-quant_avx512_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
-    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
-{
-	(void)type, (void)n_pos, (void)heads, (void)att, (void)ld_att, (void)rows, (void)row_bytes;
-	(void)d0, (void)dim, (void)out, (void)ld_out, (void)accumulate;
-	return 0;
+	return NULL;
 }
 #endif

@@ -1,7 +1,7 @@
 /*
- * quant_avx2.c: the matmul kernels for AVX2 with FMA and F16C.
- * Built with -mavx2 -mfma -mf16c; quant.c calls it only when cpuid
- * says the processor has them.
+ * avx2.c: the kernels for AVX2 with FMA and F16C (simd.h).  Built
+ * with -mavx2 -mfma -mf16c; kernels.c takes them only when cpuid says
+ * the processor has them.
  */
 #include <math.h>
 #include <stddef.h>
@@ -9,14 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "quant.h"
+#include "../gguf.h"
+#include "../quant.h"
+#include "simd.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-extern float quant_f16_table[1 << 16];
-extern float quant_i8_table[256];
 /* A scale byte (signed) as a float, by table: a scalar int-to-float conversion
  * waits on its destination register's last writer, which cost q6_K 10%. */
 #define I8F(x) quant_i8_table[(uint8_t)(x)]
@@ -644,66 +643,31 @@ exp256(__m256 x)
 #define VH 2
 #define VHB 6		/* values: 12 accumulators of the 16 registers */
 #define VNC 2
-#include "quant_simd.h"
+#include "gemm.inc"
+#include "attn.inc"
 
-int quant_avx2_built = 1;
+const struct kernels *
+simd_avx2(void)
+{
+	static const struct kernels k = {
+		.name = "avx2",
+		.gemm = quant_avx2_gemm,
+		.rounds_x = quant_avx2_rounds_x,
+		.round = quant_avx2_round,
+		.gemm_rounded = quant_avx2_gemm_rounded,
+		.attn_values = quant_avx2_attn_values,
+		.softmax = quant_avx2_softmax,
+		.silu_mul = quant_avx2_silu_mul,
+		.group_scores = quant_avx2_group_scores,
+		.row_values = quant_avx2_row_values,
+	};
+
+	return &k;
+}
 #else
-int quant_avx2_built = 0;
-int
-quant_avx2_rounds_x(uint32_t type)
+const struct kernels *
+simd_avx2(void)
 {
-	(void)type;
-	return 0;
-}
-void
-quant_avx2_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
-	(void)x, (void)ldx, (void)T, (void)out, (void)ldo;
-}
-void
-quant_avx2_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
-{
-	(void)x, (void)ldx, (void)t0, (void)t1, (void)T, (void)cols, (void)xr;
-}
-void
-quant_avx2_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *xr, int T, float *out, size_t ldo)
-{
-	(void)type, (void)w, (void)row_bytes, (void)r0, (void)r1, (void)cols;
-	(void)xr, (void)T, (void)out, (void)ldo;
-}
-void
-quant_avx2_softmax(float *x, int n, float scale)
-{
-	(void)x, (void)n, (void)scale;
-}
-void
-quant_avx2_silu_mul(float *g, const float *u, size_t n)
-{
-	(void)g, (void)u, (void)n;
-}
-void
-quant_avx2_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
-    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate)
-{
-	(void)n_pos, (void)heads, (void)att, (void)ld_att, (void)v, (void)ld_v;
-	(void)dim, (void)out, (void)ld_out, (void)accumulate;
-}
-void
-quant_avx2_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
-    const float *q, size_t ldq, int T, float *out, size_t ld_out)
-{
-	(void)q4, (void)groups, (void)group_bytes, (void)n_groups, (void)dim;
-	(void)q, (void)ldq, (void)T, (void)out, (void)ld_out;
-}
-int
-quant_avx2_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
-    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate)
-{
-	(void)type, (void)n_pos, (void)heads, (void)att, (void)ld_att, (void)rows, (void)row_bytes;
-	(void)d0, (void)dim, (void)out, (void)ld_out, (void)accumulate;
-	return 0;
+	return NULL;
 }
 #endif

@@ -1,0 +1,59 @@
+/*
+ * kernels.h: the kernels in use, one set per instruction set, chosen at
+ * start (quant_init): the products of quant.h, and attention's kernels.
+ */
+#ifndef LLM_KERNELS_H
+#define LLM_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The instruction sets the kernels can use, best last.  avx512vnni is
+ * avx512 with q8_0 products by integer dot products (simd/vnni.c).
+ */
+enum { KERNELS_SCALAR, KERNELS_AVX2, KERNELS_AVX512, KERNELS_AVX512VNNI };
+
+/* The best set the processor and the build have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni) if lower. */
+void kernels_init(void);
+int kernels_isa(void);
+const char *kernels_isa_name(int isa);
+/* Use another set; -1 if this processor or build cannot.  For tests. */
+int kernels_set_isa(int isa);
+
+/*
+ * Attention's weighted sum of values for the heads that share them:
+ * out[h * ld_out + d] = sum over t < n_pos of att[h * ld_att + t] *
+ * v[t * ld_v + d], summed in order of t.  With accumulate, the sums go
+ * on from what out holds, so positions given in several calls, in order,
+ * give the bits of one call over them all.
+ */
+void kernels_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
+    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
+
+/*
+ * Scores against keys quantized per channel over groups of 32 positions
+ * (the KV cache's q8_0 keys, or with q4 its q4_1 ones): groups points at
+ * the block of the head's first channel in group 0, the next group
+ * group_bytes on, the next channel one block on.  For T queries of dim
+ * floats, ldq apart: out[t * ld_out + 32 g + j] = the dot product with
+ * position j of group g, summed over channels in order, as
+ * q[c] * (d * quant), d * quant exact (plus the sum of q[c] * m, for q4_1).
+ */
+void kernels_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
+    const float *q, size_t ldq, int T, float *out, size_t ld_out);
+
+/*
+ * kernels_attn_values for rows of f16 values or of q8_0 or q4_0 blocks,
+ * row_bytes apart: elements [d0, d0 + dim) of each.
+ */
+void kernels_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t ld_att,
+    const void *rows, size_t row_bytes, int d0, int dim, float *out, size_t ld_out, int accumulate);
+
+/* SwiGLU: g[i] = silu(g[i]) * u[i] for i < n, with the kernels in use. */
+void kernels_silu_mul(float *g, const float *u, size_t n);
+
+/* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
+void kernels_softmax(float *x, int n, float scale);
+
+#endif
