@@ -48,7 +48,7 @@ enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
  * KV_BACK positions before that; older ones come from the q4_0 store.
  * On the benchmark's stream that moves log-probabilities by 0.28 against
  * f32, where the own group's keys in f16 and every value in q4_0 moved
- * them by 0.59 (PERFORMANCE.md).  A windowed cache reads its own group
+ * them by 0.59 (bench/HISTORY.md).  A windowed cache reads its own group
  * alone (its slots of 128 positions could wrap).
  */
 #define KV_BACK 96
