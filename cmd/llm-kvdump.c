@@ -41,8 +41,8 @@ main(int argc, char *argv[])
 	argv0 = "llm-kvdump";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'k': k = 1; sl.which = 0; break;
-		case 'v': v = 1; sl.which = 1; break;
+		case 'k': k = 1; sl.which = KV_K; break;
+		case 'v': v = 1; sl.which = KV_V; break;
 		case 'l': sl.layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'p':
 			if (opt_range(optarg, &sl.pos_a, &sl.pos_b) < 0)
@@ -82,7 +82,7 @@ main(int argc, char *argv[])
 		die(1, "stdout:");
 	row = xmalloc(s.meta.kv_dim * sizeof *row);
 	for (l = sl.l0; l < sl.l1; l++)
-		for (w = 0; w < 2; w++) {
+		for (w = KV_K; w <= KV_V; w++) {
 			if (sl.which >= 0 && w != sl.which)
 				continue;
 			if (snapshot_verify_block(&s, l, w) < 0)

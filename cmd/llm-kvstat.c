@@ -48,7 +48,7 @@ live_rows(const struct snapshot *s)
 	}
 }
 
-/* Statistics of a layer's K (which 0) or V, over the values as the model computed them. */
+/* Statistics of a layer's K or V, over the values as the model computed them. */
 static void
 block_stats(const struct snapshot *s, uint32_t layer, int which, float *row, double *chan,
     struct stat_row *st)
@@ -137,7 +137,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 		cols = 1, panel_w = 40;
 	if (!(fp = fopen(path, "w")))
 		die(1, "%s:", path);
-	for (w = 0; w < 2; w++) {
+	for (w = KV_K; w <= KV_V; w++) {
 		norm[w] = xcalloc((size_t)L * cols, sizeof(double));
 		lo[w] = INFINITY, hi[w] = -INFINITY;
 		for (l = 0; l < L; l++) {
@@ -176,7 +176,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 		fprintf(fp, " (%u sinks, a window of %u; %u positions evicted)", s->meta.sinks,
 		    s->meta.window, s->n_pos - P);
 	fprintf(fp, "</text>\n");
-	for (w = 0; w < 2; w++) {
+	for (w = KV_K; w <= KV_V; w++) {
 		int y0 = TOP + w * ((int)L * ROW_H + PANEL_GAP);
 		fprintf(fp, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">%s</text>\n", LEFT, y0 - 6, w ? "V" : "K");
 		fprintf(fp, "<g shape-rendering=\"crispEdges\">\n");
@@ -290,8 +290,9 @@ main(int argc, char *argv[])
 	/* a whole group of positions, so that grouped keys count what they take; n 0: no tail rows */
 	live_rows(&s);
 	kd = (int)s.meta.kv_dim;
-	per_pos = (double)(kv_block_bytes_of(s.meta.k_type, 0, kd, KV_GROUP, 0, KV_FORMAT) +
-	    kv_block_bytes_of(s.meta.v_type, 1, kd, KV_GROUP, 0, KV_FORMAT)) / KV_GROUP * s.meta.n_layers;
+	per_pos = ((double)kv_type_unit(s.meta.k_type, KV_K, kd) /
+	    (kv_type_grouped(s.meta.k_type, KV_K) ? KV_GROUP : 1) +
+	    (double)kv_type_unit(s.meta.v_type, KV_V, kd)) * s.meta.n_layers;
 	if (s.meta.k_type == s.meta.v_type)
 		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));
 	else
@@ -340,11 +341,11 @@ main(int argc, char *argv[])
 		    "V mean|x|", "V rms", "V chan");
 	}
 	for (l = lo; l < hi; l++) {
-		for (w = 0; w < 2; w++)
+		for (w = KV_K; w <= KV_V; w++)
 			block_stats(&s, l, w, row, chan, &st[w]);
 		if (json) {
 			printf("%s{\"layer\":%u", l > lo ? "," : "", l);
-			for (w = 0; w < 2; w++) {
+			for (w = KV_K; w <= KV_V; w++) {
 				printf(",\"%s\":{\"min\":", w ? "v" : "k");
 				json_number(st[w].min);
 				printf(",\"max\":");

@@ -1,8 +1,8 @@
 /*
  * attn.c: attention over the KV cache, the cache's own code.  The model
  * gives it queries after RoPE and takes back each head's weighted sum of
- * values; which rows a query reads, in which copy (a store, a tail ring,
- * the batch's own exact rows), the window's sinks and the rotation of
+ * values; which rows a query reads, in which copy (a store or its ring),
+ * the window's sinks and the rotation of
  * quantized values are decided here and in kv.c, never in the forward
  * pass.
  *
@@ -49,7 +49,7 @@ struct attn_job {
 	int row;		/* the first token's row in the batch */
 	const float *q;		/* the batch's queries, n_heads * head_dim floats a token */
 	float *out;		/* the batch's outputs, laid out as q */
-	float *keys;		/* a thread's: the q8_0 tail keys a query reads, widened (tile_keys) */
+	float *keys;		/* a thread's: the q8_0 ring's keys a query reads, widened (tile_keys) */
 	atomic_int *next;	/* a batch's next (tile, KV head) to claim */
 };
 
@@ -63,11 +63,11 @@ group_of(const struct attn *a)
 	return a->n_heads / a->n_kv_heads;
 }
 
-/* A thread's part of a->tile: a tile's queries, its outputs, then KV_TAIL keys of a head. */
+/* A thread's part of a->tile: a tile's queries, its outputs, then KV_RING_MAX keys of a head. */
 static size_t
 tile_floats(const struct attn *a)
 {
-	return (size_t)(2 * ATTN_TILE * group_of(a) + KV_TAIL) * a->head_dim;
+	return (size_t)(2 * ATTN_TILE * group_of(a) + KV_RING_MAX) * a->head_dim;
 }
 
 /* Where thread ith's part of a->tile keeps the widened keys. */
@@ -76,14 +76,14 @@ tile_keys(const struct attn *a, int ith)
 {
 	size_t part = tile_floats(a);
 
-	return a->tile + (size_t)ith * part + part - (size_t)KV_TAIL * a->head_dim;
+	return a->tile + (size_t)ith * part + part - (size_t)KV_RING_MAX * a->head_dim;
 }
 
 /* Where KV head kvh's keys start in a layer: its part of the first row, or of the first group. */
 static const char *
 head_keys(const struct attn *a, const struct kv *kv, int layer, int kvh)
 {
-	return (const char *)kv_unit(kv, 0, layer, 0) +
+	return (const char *)kv_unit(kv, layer, KV_K, 0) +
 	    (size_t)kvh * a->head_dim * (kv->k_unit / kv->kv_dim);
 }
 
@@ -104,11 +104,11 @@ keys_in_place(const struct kv *kv)
 	return kv->head_dim % 32 == 0;
 }
 
-/* The ggml type of the rows exact_rows gives for keys. */
+/* The ggml type of the rows ring_rows gives for keys. */
 static uint32_t
-tail_type(const struct kv *kv, int which)
+ring_row_type(const struct kv *kv, int which)
 {
-	switch (kv->tail_type[which]) {
+	switch (kv->ring_type[which]) {
 	case KV_F16: return GGML_F16;
 	case KV_Q8_0: return keys_in_place(kv) ? GGML_Q8_0 : GGML_F32;
 	}
@@ -116,45 +116,36 @@ tail_type(const struct kv *kv, int which)
 }
 
 /*
- * The tail rows of K (which 0) or V from position p on, KV head kvh's
- * part, and how far apart (*ld): from the tail ring, or for an f16
- * store from the batch's own f32 buffer once p is in the batch.  Keys
- * of a q8_0 ring whose heads are not whole blocks come widened to f32 in
- * job->keys; values of one are the ring's whole rows (the caller picks
- * the head's elements).  *end: where they stop being contiguous (the
- * batch's start, if p is before it, or where the ring wraps), at most
- * end.
+ * The ring rows of K or V from position p on, KV head kvh's part, and
+ * how far apart (*ld).  Keys of a q8_0 ring whose heads are not whole
+ * blocks come widened to f32 in job->keys; values of one are the ring's
+ * whole rows (the caller picks the head's elements).  *end: where they
+ * stop being contiguous (where the ring wraps), at most end.
  */
 static const char *
-exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_t *ld)
+ring_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_t *ld)
 {
 	const struct kv *kv = job->kv;
 	size_t dim = (size_t)kv->kv_dim, col = (size_t)kvh * job->a->head_dim;
-	int hd = job->a->head_dim, wrap = (p / kv->tail_rows[which] + 1) * kv->tail_rows[which];
+	int hd = job->a->head_dim, wrap = (p / kv->ring_rows[which] + 1) * kv->ring_rows[which];
 
-	if (kv->tail_type[which] == KV_F32 && p >= job->pos) {
-		*ld = dim * 4;
-		return (const char *)(kv_staged(kv, which) + (size_t)(job->row + p - job->pos) * dim + col);
-	}
-	if (kv->tail_type[which] == KV_F32 && *end > job->pos)
-		*end = job->pos;
 	if (*end > wrap)
 		*end = wrap;
-	*ld = kv_tail_row_bytes(kv, which);
-	if (kv->tail_type[which] != KV_Q8_0)
-		return (const char *)kv_tail_row(kv, which, job->layer, p) + col * (*ld / dim);
-	if (which || keys_in_place(kv))
-		return (const char *)kv_tail_row(kv, which, job->layer, p) +
-		    (which ? 0 : col / 32 * sizeof(struct block_q8_0));
+	*ld = kv_ring_row_bytes(kv, which);
+	if (kv->ring_type[which] != KV_Q8_0)
+		return (const char *)kv_ring_row(kv, job->layer, which, p) + col * (*ld / dim);
+	if (which == KV_V || keys_in_place(kv))
+		return (const char *)kv_ring_row(kv, job->layer, which, p) +
+		    (which == KV_V ? 0 : col / 32 * sizeof(struct block_q8_0));
 	for (int r = p; r < *end; r++)
-		kv_tail_span(kv, 0, job->layer, r, (int)col, hd, job->keys + (size_t)(r - p) * hd);
+		kv_ring_span(kv, job->layer, KV_K, r, (int)col, hd, job->keys + (size_t)(r - p) * hd);
 	*ld = (size_t)hd * 4;
 	return (const char *)job->keys;
 }
 
 /*
- * Keys with a tail (grouped, or f16): scores of heads queries (head_dim
- * apart) at pos against the tail rows it reads (those of its own group,
+ * Keys with a ring (grouped, or f16): scores of heads queries (head_dim
+ * apart) at pos against the ring rows it reads (those of its own group,
  * or for q4_0 keys from KV_BACK positions before it), into att (att_cap
  * apart) at their slots, replacing the store's.  A group's rows never
  * wrap in the window's ring, which is whole groups long; in a ring that
@@ -162,17 +153,17 @@ exact_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size
  * after the store.
  */
 static void
-tail_scores(const struct attn_job *job, int kvh, int pos, const float *q, int heads, float *att)
+ring_scores(const struct attn_job *job, int kvh, int pos, const float *q, int heads, float *att)
 {
 	const struct kv *kv = job->kv;
-	int hd = job->a->head_dim, r0 = kv_tail_from(kv, 0, pos), p, end;
+	int hd = job->a->head_dim, r0 = kv_ring_from(kv, KV_K, pos), p, end;
 	size_t ld;
 	const char *rows;
 
 	for (p = r0; p <= pos; p = end) {
 		end = pos + 1;
-		rows = exact_rows(job, 0, kvh, p, &end, &ld);
-		quant_gemm(tail_type(kv, 0), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
+		rows = ring_rows(job, KV_K, kvh, p, &end, &ld);
+		quant_gemm(ring_row_type(kv, KV_K), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
 		    att + kv_slot(kv, r0) + (p - r0), (size_t)job->a->att_cap);
 	}
 }
@@ -181,8 +172,8 @@ tail_scores(const struct attn_job *job, int kvh, int pos, const float *q, int he
  * Scores of nq queries (head_dim floats each, contiguous, group per
  * token) of tokens at positions first..last against the cached slots
  * [0, kv_seen(last)): row stores as one matmul over their rows (f32 or
- * f16), grouped keys from their groups, then for each token the tail
- * rows of its own group, if the keys have a tail.  Every score is
+ * f16), grouped keys from their groups, then for each token the ring
+ * rows of its own group, if the keys have a ring.  Every score is
  * computed as it would be alone.
  */
 static void
@@ -200,8 +191,8 @@ attention_scores(const struct attn_job *job, int kvh, int first, int last, const
 	else if ((groups = complete_groups(kv, last)) > 0)
 		kernels_group_scores(kv->k_type == KV_Q4_0, head_keys(job->a, kv, layer, kvh),
 		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
-	for (t = first; kv->tail[0] && t <= last; t++)
-		tail_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
+	for (t = first; kv->ring[KV_K] && t <= last; t++)
+		ring_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
 		    att + (size_t)(t - first) * group * ld);
 }
 
@@ -254,13 +245,13 @@ attention_window(const struct attn *a, const struct kv *kv, int layer, int kvh, 
 /*
  * One stretch of the value chains of queries [a, b) of att (att_cap
  * apart): slots [s, e), dimensions [d0, d0 + w) of KV head kvh, into out
- * (ldo apart).  From the store, or if tail from the tail rows from
+ * (ldo apart).  From the store, or if ring from the ring rows from
  * position r0 on, which fill the slots from kv_slot(r0) on.
  * acc: carry on chains begun in out; an empty stretch does nothing.
  */
 static void
 value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att, int a, int b,
-    int s, int e, int tail, int r0, float *out, size_t ldo, int acc)
+    int s, int e, int ring, int r0, float *out, size_t ldo, int acc)
 {
 	const struct kv *kv = job->kv;
 	size_t ld = (size_t)job->a->att_cap, dim = (size_t)kv->kv_dim, lr;
@@ -270,10 +261,10 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 		return;
 	att += (size_t)a * ld;
 	out += (size_t)a * ldo;
-	while (tail && s < e) {	/* f32 rows of f16 values, or q8_0 rows of q4_0 ones */
+	while (ring && s < e) {	/* f32 rows of f16 values, or q8_0 rows of q4_0 ones */
 		int p = r0 + s - kv_slot(kv, r0), end = p + e - s;
-		const char *rows = exact_rows(job, 1, kvh, p, &end, &lr);
-		if (kv->tail_type[1] == KV_Q8_0)
+		const char *rows = ring_rows(job, KV_V, kvh, p, &end, &lr);
+		if (kv->ring_type[KV_V] == KV_Q8_0)
 			kernels_row_values(GGML_Q8_0, end - p, b - a, att + s, ld, rows, lr, col, w,
 			    out, ldo, acc);
 		else
@@ -282,31 +273,31 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 		s += end - p;
 		acc = 1;
 	}
-	if (tail)
+	if (ring)
 		return;
 	att += s;
 	if (kv->v_type == KV_F32)
-		kernels_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, 1, layer, s) + col,
+		kernels_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, layer, KV_V, s) + col,
 		    dim, w, out, ldo, acc);
 	else
 		kernels_row_values(kv->v_type == KV_F16 ? GGML_F16 :
 		    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, e - s, b - a, att, ld,
-		    kv_unit(kv, 1, layer, s), kv->v_unit, col, w, out, ldo, acc);
+		    kv_unit(kv, layer, KV_V, s), kv->v_unit, col, w, out, ldo, acc);
 }
 
 /*
- * Values with a tail: after the store's slots before the tail rows
- * (shared by the queries [a, b), all of one group), the tail rows each
+ * Values with a ring: after the store's slots before the ring rows
+ * (shared by the queries [a, b), all of one group), the ring rows each
  * query reads, all queries to the first one's last position,
  * then those that go further carry on; then, in a window's ring that has
  * wrapped, each query's store slots after them.  acc: as value_span.
  */
 static void
-tail_values(const struct attn_job *job, int kvh, int d0, int w, int first, int group,
+ring_values(const struct attn_job *job, int kvh, int d0, int w, int first, int group,
     const float *att, int a, int b, float *out, size_t ldo)
 {
 	const struct kv *kv = job->kv;
-	int r0 = kv_tail_from(kv, 1, first + a / group), s0 = kv_slot(kv, r0), done = s0, h, end;
+	int r0 = kv_ring_from(kv, KV_V, first + a / group), s0 = kv_slot(kv, r0), done = s0, h, end;
 
 	value_span(job, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
 	for (h = a; h < b; ) {
@@ -329,7 +320,7 @@ tail_values(const struct attn_job *job, int kvh, int d0, int w, int first, int g
  * first + (h / group) for query h), into out (head_dim apart).  Each
  * output is one chain over slots in order: all queries run to the first
  * one's last position, then those that go further carry on.  Values
- * with a tail run one group of positions at a time (tail_values).
+ * with a ring run one group of positions at a time (ring_values).
  */
 static void
 attention_values(const struct attn_job *job, int kvh, int first, int group, const float *att,
@@ -339,11 +330,11 @@ attention_values(const struct attn_job *job, int kvh, int first, int group, cons
 	size_t hd = (size_t)job->a->head_dim;
 	int done = 0, h = a, end;
 
-	while (kv->tail[1] && h < b) {
+	while (kv->ring[KV_V] && h < b) {
 		int g = (first + h / group) / KV_GROUP, h1 = h;
 		while (h1 < b && (first + h1 / group) / KV_GROUP == g)
 			h1++;
-		tail_values(job, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
+		ring_values(job, kvh, 0, (int)hd, first, group, att, h, h1, out, hd);
 		h = h1;
 	}
 	while (h < b) {
@@ -463,8 +454,8 @@ split_softmax(void *arg, int ith, int nth)
 	for (h = ith; h < a->n_heads; h += nth) {
 		const float *q = job->q + (size_t)job->row * a->n_heads * hd + (size_t)h * hd;
 		float *att = a->att + (size_t)h * a->att_cap;
-		if (kv->tail[0])	/* after the store, which split_scores has done */
-			tail_scores(job, h / group, job->pos, q, 1, att);
+		if (kv->ring[KV_K])	/* after the store, which split_scores has done */
+			ring_scores(job, h / group, job->pos, q, 1, att);
 		attention_window(a, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
 		kernels_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
 	}
@@ -484,8 +475,8 @@ split_values(void *arg, int ith, int nth)
 		int kvh = w / nb, d0 = w % nb * bw;
 		const float *att = a->att + (size_t)kvh * group * a->att_cap;
 		float *out = job->out + (size_t)job->row * a->n_heads * hd + (size_t)kvh * group * hd + d0;
-		if (kv->tail[1])
-			tail_values(job, kvh, d0, bw, job->pos, group, att, 0, group, out, (size_t)hd);
+		if (kv->ring[KV_V])
+			ring_values(job, kvh, d0, bw, job->pos, group, att, 0, group, out, (size_t)hd);
 		else
 			value_span(job, kvh, d0, bw, att, 0, group, 0, seen, 0, 0, out, (size_t)hd, 0);
 	}
@@ -559,7 +550,6 @@ kv_attend(struct kv *kv, struct attn *a, int layer, int pos, int n, const float 
 			return -1;
 		job = (struct attn_job){ a, kv, layer, p, b, i, q, out, NULL, NULL };
 		attention(&job);
-		kv_put_appended_tail(kv, layer, p, b);
 	}
 	/* Rotated values give the rotated output; the transform is its own inverse. */
 	if (kv->v_rotated)

@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -50,27 +51,110 @@ round_up(size_t x, size_t a)
 	return (x + a - 1) / a * a;
 }
 
+/* ---- the types ---- */
+
+/*
+ * Everything the cache knows of a type, a row each; a new type is a row
+ * here and its kernels.  Rows are blocks of 32 elements (f32 and f16:
+ * 32 plain elements); grouped keys take a block of KV_GROUP positions
+ * per channel (q8_0 blocks for q8_0 keys, q4_1 for q4_0's).  A store
+ * with a ring keeps its newest KV_GROUP + back + KV_PUT rows in the
+ * ring's type too (kv.h).  format: the first llm-kv(5) version that
+ * holds the type's layout as this build writes it (snapshot.c reads the
+ * older ones).
+ */
+static const struct kv_type {
+	int type;
+	const char *name;
+	size_t elem;		/* bytes of an element of a plain row; 0: blocks of 32 */
+	size_t block;		/* bytes of a block of 32 elements */
+	size_t group_block;	/* grouped keys: bytes of a channel's group; 0: keys are rows */
+	int ring[2];		/* K's and V's ring type, -1 if none */
+	int back;		/* positions before a query's group it reads from the ring */
+	int rotated;		/* values are Hadamard-rotated before they are quantized */
+	int format;
+} types[] = {
+	{ KV_F32, "f32", 4, 0, 0, { -1, -1 }, 0, 0, 1 },
+	{ KV_F16, "f16", 2, 0, 0, { KV_F32, KV_F32 }, 0, 0, 4 },
+	{ KV_Q8_0, "q8_0", 0, sizeof(struct block_q8_0), sizeof(struct block_q8_0), { KV_F16, -1 },
+	    0, 1, 2 },
+	{ KV_Q4_0, "q4_0", 0, sizeof(struct block_q4_0), sizeof(struct block_q4_1),
+	    { KV_Q8_0, KV_Q8_0 }, KV_BACK, 1, 5 },
+};
+
+static const struct kv_type *
+type_of(int type)
+{
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		if (types[i].type == type)
+			return &types[i];	/* four rows: a search is as quick as an index */
+	return NULL;
+}
+
 const char *
 kv_type_name(int type)
 {
-	switch (type) {
-	case KV_F32: return "f32";
-	case KV_F16: return "f16";
-	case KV_Q8_0: return "q8_0";
-	case KV_Q4_0: return "q4_0";
-	}
-	return NULL;
+	return type_of(type) ? type_of(type)->name : NULL;
 }
 
 int
 kv_type_parse(const char *name)
 {
-	static const int types[] = { KV_F32, KV_F16, KV_Q8_0, KV_Q4_0 };
-
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-		if (strcmp(name, kv_type_name(types[i])) == 0)
-			return types[i];
+		if (strcmp(name, types[i].name) == 0)
+			return types[i].type;
 	return -1;
+}
+
+int
+kv_type_grouped(int type, int which)
+{
+	return which == KV_K && type_of(type) && type_of(type)->group_block > 0;
+}
+
+int
+kv_type_ring(int type, int which)
+{
+	return type_of(type) ? type_of(type)->ring[which] : -1;
+}
+
+int
+kv_type_back(int type)
+{
+	return type_of(type) ? type_of(type)->back : 0;
+}
+
+size_t
+kv_type_row_bytes(int type, int kv_dim)
+{
+	const struct kv_type *t = type_of(type);
+
+	return t->elem ? (size_t)kv_dim * t->elem : ((size_t)kv_dim + 31) / 32 * t->block;
+}
+
+size_t
+kv_type_unit(int type, int which, int kv_dim)
+{
+	if (kv_type_grouped(type, which))
+		return (size_t)kv_dim * type_of(type)->group_block;
+	return kv_type_row_bytes(type, kv_dim);
+}
+
+int
+kv_rot_of(int v_type, int head_dim)
+{
+	int rot = head_dim & -head_dim;
+
+	if (!type_of(v_type) || !type_of(v_type)->rotated)
+		return 0;
+	return rot > 32 ? 32 : rot > 1 ? rot : 0;
+}
+
+int
+kv_window_group(int k_type, int v_type)
+{
+	return kv_type_grouped(k_type, KV_K) || kv_type_ring(k_type, KV_K) >= 0 ||
+	    kv_type_ring(v_type, KV_V) >= 0 ? KV_GROUP : 1;
 }
 
 /* ---- the stores ---- */
@@ -78,7 +162,7 @@ kv_type_parse(const char *name)
 static int
 grouped(const struct kv *kv, int which)
 {
-	return which == 0 && (kv->k_type == KV_Q8_0 || kv->k_type == KV_Q4_0);
+	return kv_type_grouped(which ? kv->v_type : kv->k_type, which);
 }
 
 static char *
@@ -107,40 +191,33 @@ store_bytes(const struct kv *kv, int which, int cap)
 }
 
 void *
-kv_unit(const struct kv *kv, int which, int layer, int unit)
+kv_unit(const struct kv *kv, int layer, int which, int unit)
 {
 	return store(kv, which) +
 	    ((size_t)layer * units(kv, which, kv->cap) + (size_t)unit) * unit_bytes(kv, which);
 }
 
-/* Bytes of a row of kv_dim elements of an f32, f16 or q8_0 tail. */
-static size_t
-tail_row_bytes_of(int tail_type, int kv_dim)
-{
-	return tail_type == KV_Q8_0 ? ((size_t)kv_dim + 31) / 32 * sizeof(struct block_q8_0) :
-	    (size_t)kv_dim * (tail_type == KV_F32 ? 4 : 2);
-}
-
 size_t
-kv_tail_row_bytes(const struct kv *kv, int which)
+kv_ring_row_bytes(const struct kv *kv, int which)
 {
-	return tail_row_bytes_of(kv->tail_type[which], kv->kv_dim);
+	return kv->ring[which] ? kv_type_row_bytes(kv->ring_type[which], kv->kv_dim) : 0;
 }
 
-/* A tail ring's bytes, all layers. */
+/* A ring's bytes, all layers. */
 static size_t
-tail_store_bytes(const struct kv *kv, int which)
+ring_store_bytes(const struct kv *kv, int which)
 {
-	return (size_t)kv->n_layers * (size_t)kv->tail_rows[which] * kv_tail_row_bytes(kv, which);
+	return (size_t)kv->n_layers * (size_t)kv->ring_rows[which] *
+	    kv_type_row_bytes(kv->ring_type[which], kv->kv_dim);
 }
 
 void *
-kv_tail_row(const struct kv *kv, int which, int layer, int pos)
+kv_ring_row(const struct kv *kv, int layer, int which, int pos)
 {
-	int rows = kv->tail_rows[which];
+	int rows = kv->ring_rows[which];
 
-	return (char *)kv->tail[which] +
-	    ((size_t)layer * (size_t)rows + (size_t)(pos % rows)) * kv_tail_row_bytes(kv, which);
+	return (char *)kv->ring[which] +
+	    ((size_t)layer * (size_t)rows + (size_t)(pos % rows)) * kv_ring_row_bytes(kv, which);
 }
 
 static void *
@@ -233,42 +310,26 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	kv->rot = kv_rot_of(v_type, head_dim);
 	kv->v_rotated = kv->rot > 0;
 	nb = ((size_t)kv->kv_dim + 31) / 32;	/* blocks of a quantized row, the last padded */
-	for (int which = 0; which < 2; which++) {
-		int type = which ? v_type : k_type;
-		size_t *unit = which ? &kv->v_unit : &kv->k_unit;
-		switch (type) {
-		case KV_F32: *unit = (size_t)kv->kv_dim * 4; break;
-		case KV_F16: *unit = (size_t)kv->kv_dim * 2; break;
-		/* value rows; for keys, a group: a block per channel */
-		case KV_Q8_0:
-			*unit = (which ? nb : (size_t)kv->kv_dim) * sizeof(struct block_q8_0);
-			break;
-		case KV_Q4_0:
-			*unit = which ? nb * sizeof(struct block_q4_0) :
-			    (size_t)kv->kv_dim * sizeof(struct block_q4_1);
-			break;
-		}
-	}
+	kv->k_unit = kv_type_unit(k_type, KV_K, kv->kv_dim);
+	kv->v_unit = kv_type_unit(v_type, KV_V, kv->kv_dim);
 	kv->slots = max_ctx;
-	for (int which = 0; which < 2; which++) {
+	for (int which = KV_K; which <= KV_V; which++) {
 		int type = which ? v_type : k_type;
-		if (!grouped(kv, which) && type != KV_F16 && type != KV_Q4_0)
+		if ((kv->ring_type[which] = kv_type_ring(type, which)) < 0)
 			continue;
-		kv->tail_type[which] = type == KV_Q4_0 ? KV_Q8_0 : type == KV_F16 ? KV_F32 : KV_F16;
-		kv->tail_rows[which] = type == KV_F16 ? KV_GROUP : type == KV_Q4_0 ? KV_TAIL : KV_KEY_TAIL;
-		kv->tail_back[which] = type == KV_Q4_0 ? KV_BACK : 0;
+		kv->ring_back[which] = kv_type_back(type);
+		kv->ring_rows[which] = KV_GROUP + kv->ring_back[which] + KV_PUT;
 		/* mapped, not committed: only the pages of rows written become resident */
-		kv->tail[which] = mmap(NULL, tail_store_bytes(kv, which), PROT_READ | PROT_WRITE,
+		kv->ring[which] = mmap(NULL, ring_store_bytes(kv, which), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (kv->tail[which] == MAP_FAILED) {
-			kv->tail[which] = NULL;
-			llm_seterr("kv: cannot map the tail rings: %s", strerror(errno));
+		if (kv->ring[which] == MAP_FAILED) {
+			kv->ring[which] = NULL;
+			llm_seterr("kv: cannot map the rings: %s", strerror(errno));
 			kv_free(kv);
 			return -1;
 		}
 	}
 	kv->scratch = xcalloc(nb * 32, sizeof(float));
-	kv->tail_end = xcalloc((size_t)n_layers, sizeof *kv->tail_end);
 	kv->ring_end = xcalloc((size_t)n_layers, sizeof *kv->ring_end);
 	kv->prealloc = prealloc;
 	if (reserve(kv) < 0) {
@@ -311,23 +372,16 @@ unreserve(struct kv *kv)
 }
 
 int
-kv_window_shape(struct kv *kv, int k_type, int v_type, int format, int max_ctx, int sinks,
-    int window)
+kv_window_shape(struct kv *kv, int g, int max_ctx, int sinks, int window)
 {
-	/* a tail's group must never wrap in the ring */
-	int g = k_type == KV_Q8_0 || k_type == KV_Q4_0 ||
-	    (format >= 4 && (k_type == KV_F16 || v_type == KV_F16)) ||
-	    (format >= 5 && v_type == KV_Q4_0) ? KV_GROUP : 1;
-
 	if (sinks < 0 || window < 1 || window > max_ctx - sinks) {
 		llm_seterr("%d sinks and a window of %d do not fit max_ctx %d", sinks, window,
 		    max_ctx);
 		return -1;
 	}
-	/* the sinks' groups must be complete before the first eviction */
+	/* a group never wraps in the ring, and the sinks' groups are complete before the first eviction */
 	if (window < g) {
-		llm_seterr("a window of %d is less than the %d positions of a group (k %s v %s)",
-		    window, g, kv_type_name(k_type), kv_type_name(v_type));
+		llm_seterr("a window of %d is less than the %d positions of a group", window, g);
 		return -1;
 	}
 	kv->sinks = sinks;
@@ -345,9 +399,16 @@ kv_set_window(struct kv *kv, int sinks, int window)
 		llm_seterr("kv: a window is set on an empty cache");
 		return -1;
 	}
-	if (kv_window_shape(kv, kv->k_type, kv->v_type, KV_FORMAT, kv->max_ctx, sinks, window) < 0)
+	if (kv_window_shape(kv, kv_window_group(kv->k_type, kv->v_type), kv->max_ctx, sinks,
+	    window) < 0) {
+		char why[256];
+		snprintf(why, sizeof why, "%s", llm_err());
+		if (kv_window_group(kv->k_type, kv->v_type) > 1)
+			llm_seterr("%s (k %s v %s)", why, kv_type_name(kv->k_type),
+			    kv_type_name(kv->v_type));
 		return -1;
-	kv->tail_back[0] = kv->tail_back[1] = 0;	/* see KV_BACK */
+	}
+	kv->ring_back[KV_K] = kv->ring_back[KV_V] = 0;	/* see the ring in kv.h */
 	unreserve(kv);
 	return reserve(kv);
 }
@@ -356,19 +417,18 @@ void
 kv_free(struct kv *kv)
 {
 	unreserve(kv);
-	for (int which = 0; which < 2; which++)
-		if (kv->tail[which])
-			munmap(kv->tail[which], tail_store_bytes(kv, which));
+	for (int which = KV_K; which <= KV_V; which++)
+		if (kv->ring[which])
+			munmap(kv->ring[which], ring_store_bytes(kv, which));
 	free(kv->scratch);
 	kv->scratch = NULL;
 	free(kv->staged[0]);
 	free(kv->staged[1]);
 	kv->staged[0] = kv->staged[1] = NULL;
 	kv->staged_cap = kv->staged_n = 0;
-	kv->tail[0] = kv->tail[1] = NULL;
-	free(kv->tail_end);
+	kv->ring[KV_K] = kv->ring[KV_V] = NULL;
 	free(kv->ring_end);
-	kv->tail_end = kv->ring_end = NULL;
+	kv->ring_end = NULL;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
@@ -478,13 +538,13 @@ encode_row(const struct kv *kv, int type, int rotated, const float *x, void *dst
 static void
 encode_group(struct kv *kv, int layer, int g)
 {
-	void *dst = kv_unit(kv, 0, layer, kv_slot(kv, g * KV_GROUP) / KV_GROUP);
+	void *dst = kv_unit(kv, layer, KV_K, kv_slot(kv, g * KV_GROUP) / KV_GROUP);
 	float col[KV_GROUP];
 	int c, j;
 
 	for (c = 0; c < kv->kv_dim; c++) {
 		for (j = 0; j < KV_GROUP; j++)
-			kv_tail_span(kv, 0, layer, g * KV_GROUP + j, c, 1, &col[j]);
+			kv_ring_span(kv, layer, KV_K, g * KV_GROUP + j, c, 1, &col[j]);
 		if (kv->k_type == KV_Q8_0)
 			quant_quantize_q8_0(col, (struct block_q8_0 *)dst + c, 1);
 		else
@@ -502,11 +562,10 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 		return -1;
 	/*
 	 * The ring must hold the earlier rows pos's queries read, and a
-	 * batch written to it now (a ring that is not f32) must not
-	 * overwrite them.
+	 * batch written to it now must not overwrite them.
 	 */
-	if (!kv_tail_holds(kv, which, layer, kv_tail_from(kv, which, pos), pos) ||
-	    (kv_ring(kv, which) && n > kv_put_max(kv))) {
+	if (!kv_ring_holds(kv, layer, which, kv_ring_from(kv, which, pos), pos) ||
+	    (kv->ring[which] && n > kv_put_max(kv))) {
 		llm_seterr("kv: a %s cache cannot rewrite position %d after %d", kv_type_name(type),
 		    pos, kv->written);
 		return -1;
@@ -514,11 +573,11 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	if (!grouped(kv, which))
 		for (i = 0; i < n; i++)
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
-			    kv_unit(kv, which, layer, kv_slot(kv, pos + i)));
-	if (kv_ring(kv, which)) {
+			    kv_unit(kv, layer, which, kv_slot(kv, pos + i)));
+	if (kv->ring[which]) {
 		for (i = 0; i < n; i++)
-			encode_row(kv, kv->tail_type[which], rotated, rows + (size_t)i * ld,
-			    kv_tail_row(kv, which, layer, pos + i));
+			encode_row(kv, kv->ring_type[which], rotated, rows + (size_t)i * ld,
+			    kv_ring_row(kv, layer, which, pos + i));
 		if (pos + n > kv->ring_end[layer])
 			kv->ring_end[layer] = pos + n;
 	}
@@ -572,14 +631,14 @@ kv_append(struct kv *kv, int layer, int pos, int n, const float *k, const float 
 		return -1;
 	}
 	if (n > kv->staged_cap) {
-		for (int which = 0; which < 2; which++) {
+		for (int which = KV_K; which <= KV_V; which++) {
 			free(kv->staged[which]);
 			kv->staged[which] = xmalloc((size_t)n * kv->kv_dim * sizeof(float));
 		}
 		kv->staged_cap = n;
 	}
 	kv->staged_layer = layer, kv->staged_pos = pos, kv->staged_n = n;
-	for (int which = 0; which < 2; which++) {
+	for (int which = KV_K; which <= KV_V; which++) {
 		/* An f32 store read by no ring takes the rows at once: nothing reads them elsewhere. */
 		kv->staged_put[which] = whole && (which ? kv->v_type : kv->k_type) == KV_F32;
 		if (kv->staged_put[which]) {
@@ -604,73 +663,46 @@ kv_put_appended(struct kv *kv, int layer, int pos, int n)
 {
 	size_t off = (size_t)(pos - kv->staged_pos) * kv->kv_dim;
 
-	for (int which = 0; which < 2; which++)
+	for (int which = KV_K; which <= KV_V; which++)
 		if (!kv->staged_put[which] &&
 		    put(kv, which, layer, pos, n, kv->staged[which] + off, (size_t)kv->kv_dim) < 0)
 			return -1;
 	return 0;
 }
 
-void
-kv_put_appended_tail(struct kv *kv, int layer, int pos, int n)
-{
-	size_t off = (size_t)(pos - kv->staged_pos) * kv->kv_dim;
-
-	kv_put_tail(kv, layer, pos, n, kv->staged_put[0] ? NULL : kv->staged[0] + off,
-	    kv->staged_put[1] ? NULL : kv->staged[1] + off, (size_t)kv->kv_dim);
-}
-
 int
 kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld)
 {
-	return put(kv, 0, layer, pos, n, rows, ld);
+	return put(kv, KV_K, layer, pos, n, rows, ld);
 }
 
 int
 kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld)
 {
-	return put(kv, 1, layer, pos, n, rows, ld);
-}
-
-void
-kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const float *v, size_t ld)
-{
-	const float *rows[2] = { k, v };
-	int last = (pos + n - 1) / KV_GROUP * KV_GROUP, p;
-
-	for (int which = 0; which < 2; which++) {
-		if (!kv->tail[which] || kv_ring(kv, which) || !rows[which])
-			continue;	/* no f32 ring: not an f16 store */
-		for (p = last > pos ? last : pos; p < pos + n; p++)
-			memcpy(kv_tail_row(kv, which, layer, p), rows[which] + (size_t)(p - pos) * ld,
-			    (size_t)kv->kv_dim * 4);
-	}
-	kv->tail_end[layer] = pos + n;
+	return put(kv, KV_V, layer, pos, n, rows, ld);
 }
 
 int
-kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1)
+kv_ring_holds(const struct kv *kv, int layer, int which, int p0, int p1)
 {
-	if (!kv->tail[which] || p0 == p1)
+	if (!kv->ring[which] || p0 == p1)
 		return 1;
-	if (kv_ring(kv, which))	/* written with the store: the layer's newest rows */
-		return p0 >= kv->ring_end[layer] - kv->tail_rows[which];
-	/* f16 stores: the group kv_put_tail put last, as far as it went */
-	return p0 == (kv->tail_end[layer] - 1) / KV_GROUP * KV_GROUP && p1 <= kv->tail_end[layer];
+	/* written with the store: the layer's newest rows */
+	return p0 >= kv->ring_end[layer] - kv->ring_rows[which];
 }
 
 /* ---- reading ---- */
 
 /* Elements [e0, e0 + n) of a row of the type, as stored (not rotated back). */
-static void
-decode_span(int type, const void *row, int e0, int n, float *out)
+void
+kv_decode_span(int type, const void *row, int e0, int n, float *out)
 {
 	const uint16_t *h = row;
 	const struct block_q8_0 *q8 = row;
 	const struct block_q4_0 *q4 = row;
 	int e, j;
 
-	if (type == KV_Q8_0) {	/* a scale a block: the tails of q4_0 stores are read this way */
+	if (type == KV_Q8_0) {	/* a scale a block: q4_0 stores' rings are read this way */
 		for (e = e0; e < e0 + n; ) {
 			const struct block_q8_0 *b = &q8[e / 32];
 			float d = f16_to_f32(b->d);
@@ -698,8 +730,8 @@ decode_span(int type, const void *row, int e0, int n, float *out)
 }
 
 /* Position j of a group of grouped keys of the type, channels [c0, c0 + n). */
-static void
-decode_group(int type, const void *group, int j, int c0, int n, float *out)
+void
+kv_decode_group(int type, const void *group, int j, int c0, int n, float *out)
 {
 	const struct block_q8_0 *q8 = (const struct block_q8_0 *)group + c0;
 	const struct block_q4_1 *q4 = (const struct block_q4_1 *)group + c0;
@@ -716,9 +748,9 @@ decode_group(int type, const void *group, int j, int c0, int n, float *out)
 }
 
 void
-kv_tail_span(const struct kv *kv, int which, int layer, int pos, int c0, int n, float *out)
+kv_ring_span(const struct kv *kv, int layer, int which, int pos, int c0, int n, float *out)
 {
-	decode_span(kv->tail_type[which], kv_tail_row(kv, which, layer, pos), c0, n, out);
+	kv_decode_span(kv->ring_type[which], kv_ring_row(kv, layer, which, pos), c0, n, out);
 }
 
 void
@@ -726,11 +758,11 @@ kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 {
 	int type = which ? kv->v_type : kv->k_type;
 
-	if (which == 0) {
+	if (which == KV_K) {
 		kv_key(kv, layer, pos, 0, kv->kv_dim, out);
 		return;
 	}
-	decode_span(type, kv_unit(kv, which, layer, kv_slot(kv, pos)), 0, kv->kv_dim, out);
+	kv_decode_span(type, kv_unit(kv, layer, which, kv_slot(kv, pos)), 0, kv->kv_dim, out);
 	if (kv->v_rotated)
 		quant_hadamard(out, (size_t)kv->kv_dim, kv->rot);
 }
@@ -740,12 +772,13 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 {
 	int s = kv_slot(kv, pos);
 
-	if (!grouped(kv, 0))
-		decode_span(kv->k_type, kv_unit(kv, 0, layer, s), c0, n, out);
+	if (!grouped(kv, KV_K))
+		kv_decode_span(kv->k_type, kv_unit(kv, layer, KV_K, s), c0, n, out);
 	else if (pos < kv->groups * KV_GROUP)
-		decode_group(kv->k_type, kv_unit(kv, 0, layer, s / KV_GROUP), s % KV_GROUP, c0, n, out);
+		kv_decode_group(kv->k_type, kv_unit(kv, layer, KV_K, s / KV_GROUP), s % KV_GROUP, c0, n,
+		    out);
 	else
-		kv_tail_span(kv, 0, layer, pos, c0, n, out);
+		kv_ring_span(kv, layer, KV_K, pos, c0, n, out);
 }
 
 int
@@ -758,53 +791,6 @@ kv_slot_pos(const struct kv *kv, int pos, int s)
 	/* the ring holds the ring_slots newest positions; pos is at kv_slot(pos) */
 	top = kv_slot(kv, pos);
 	return pos - (top - s + kv->ring_slots) % kv->ring_slots;
-}
-
-/* The type of the tail rows a block holds, if any. */
-static int
-file_tail_type(int type, int format)
-{
-	if (type == KV_Q4_0 && format >= 5)
-		return KV_Q8_0;
-	return type == KV_F16 ? KV_F32 : KV_F16;
-}
-
-int
-kv_file_tail(int type, int which, int n, int format)
-{
-	if (type == KV_Q4_0 && format >= 5)
-		return n < KV_TAIL ? n : KV_TAIL;
-	if ((which == 0 && (type == KV_Q8_0 || type == KV_Q4_0)) || (type == KV_F16 && format >= 4))
-		return n % KV_GROUP;
-	return 0;
-}
-
-void
-kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
-    int tail_slot, int r, int format, float *out)
-{
-	size_t nb = ((size_t)kv_dim + 31) / 32, row, group;
-	int tail = kv_file_tail(type, which, n, format);
-
-	if (which == 0 && (type == KV_Q8_0 || type == KV_Q4_0)) {
-		/* the groups of the rows, then the tail rows, the incomplete group's the last */
-		group = (size_t)kv_dim * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
-		    sizeof(struct block_q4_1));
-		row = tail_row_bytes_of(file_tail_type(type, format), kv_dim);
-		if (r >= tail_slot && r < tail_slot + n % KV_GROUP)
-			decode_span(file_tail_type(type, format), (const char *)block +
-			    (size_t)(rows / KV_GROUP) * group +
-			    (size_t)(tail - n % KV_GROUP + r - tail_slot) * row, 0, kv_dim, out);
-		else
-			decode_group(type, (const char *)block + (size_t)(r / KV_GROUP) * group,
-			    r % KV_GROUP, 0, kv_dim, out);
-		return;
-	}
-	row = type == KV_F32 ? (size_t)kv_dim * 4 : type == KV_F16 ? (size_t)kv_dim * 2 :
-	    nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) : sizeof(struct block_q4_0));
-	decode_span(type, (const char *)block + (size_t)r * row, 0, kv_dim, out);
-	if (which && rot > 1 && (type == KV_Q8_0 || type == KV_Q4_0))
-		quant_hadamard(out, (size_t)kv_dim, rot);
 }
 
 /* ---- the rest of the founding interface ---- */
@@ -824,8 +810,19 @@ kv_clear(struct kv *kv)
 	kv->seq_len = 0;
 	kv->written = 0;
 	kv->groups = 0;
-	memset(kv->tail_end, 0, (size_t)kv->n_layers * sizeof *kv->tail_end);
 	memset(kv->ring_end, 0, (size_t)kv->n_layers * sizeof *kv->ring_end);
+}
+
+int
+kv_restore(struct kv *kv, int n)
+{
+	if (kv_set_seq_len(kv, n) < 0)
+		return -1;
+	kv->written = n;
+	for (int l = 0; l < kv->n_layers; l++)
+		kv->ring_end[l] = n;
+	kv->groups = kv_grouped(kv) ? n / KV_GROUP : 0;
+	return 0;
 }
 
 double
@@ -837,21 +834,21 @@ kv_bytes_per_pos(const struct kv *kv)
 }
 
 /*
- * The tail rings' footprint: the rows of positions below cap are all
- * that can have been written while cap is under a ring's rows (a
- * window's positions go on past its cap, round the whole ring).
+ * The rings' footprint: the rows of positions below cap are all that can
+ * have been written while cap is under a ring's rows (a window's
+ * positions go on past its cap, round the whole ring).
  */
 static size_t
-tail_bytes(const struct kv *kv)
+ring_bytes(const struct kv *kv)
 {
 	size_t n = 0, rows;
 
-	for (int which = 0; which < 2; which++) {
-		rows = (size_t)kv->tail_rows[which];
-		if (kv->cap < kv->tail_rows[which] && !kv->window)
+	for (int which = KV_K; which <= KV_V; which++) {
+		rows = (size_t)kv->ring_rows[which];
+		if (kv->cap < kv->ring_rows[which] && !kv->window)
 			rows = (size_t)kv->cap;
-		if (kv->tail[which])
-			n += (size_t)kv->n_layers * rows * kv_tail_row_bytes(kv, which);
+		if (kv->ring[which])
+			n += (size_t)kv->n_layers * rows * kv_ring_row_bytes(kv, which);
 	}
 	return n;
 }
@@ -859,7 +856,7 @@ tail_bytes(const struct kv *kv)
 size_t
 kv_bytes(const struct kv *kv)
 {
-	return store_bytes(kv, 0, kv->cap) + store_bytes(kv, 1, kv->cap) + tail_bytes(kv);
+	return store_bytes(kv, KV_K, kv->cap) + store_bytes(kv, KV_V, kv->cap) + ring_bytes(kv);
 }
 
 /* The bytes of the whole pages of [p, p + len) that are resident. */
@@ -884,51 +881,16 @@ kv_resident_bytes(const struct kv *kv)
 
 	if (!kv->k)
 		return 0;
-	for (which = 0; which < 2; which++) {
+	for (which = KV_K; which <= KV_V; which++) {
 		n += resident(store(kv, which), store_bytes(kv, which, kv->cap));
-		if (kv->tail[which])
-			n += resident(kv->tail[which], tail_store_bytes(kv, which));
+		if (kv->ring[which])
+			n += resident(kv->ring[which], ring_store_bytes(kv, which));
 	}
 	return n;
-}
-
-size_t
-kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n, int format)
-{
-	size_t nb = ((size_t)kv_dim + 31) / 32, main;
-	size_t tail = (size_t)kv_file_tail(type, which, n, format) *
-	    tail_row_bytes_of(file_tail_type(type, format), kv_dim);
-
-	if (type == KV_F32 || type == KV_F16)
-		main = (size_t)rows * kv_dim * (type == KV_F32 ? 4 : 2);
-	else if (which)
-		main = (size_t)rows * nb * (type == KV_Q8_0 ? sizeof(struct block_q8_0) :
-		    sizeof(struct block_q4_0));
-	else
-		main = (size_t)(rows / KV_GROUP) * kv_dim * (type == KV_Q8_0 ?
-		    sizeof(struct block_q8_0) : sizeof(struct block_q4_1));
-	return main + tail;
 }
 
 int
 kv_rows(const struct kv *kv, int n)
 {
 	return kv->window && n > kv->slots ? kv->slots : n;
-}
-
-size_t
-kv_block_bytes(const struct kv *kv, int which, int n)
-{
-	return kv_block_bytes_of(which ? kv->v_type : kv->k_type, which, kv->kv_dim, kv_rows(kv, n), n,
-	    KV_FORMAT);
-}
-
-int
-kv_rot_of(int v_type, int head_dim)
-{
-	int rot = head_dim & -head_dim;
-
-	if (v_type != KV_Q8_0 && v_type != KV_Q4_0)
-		return 0;
-	return rot > 32 ? 32 : rot > 1 ? rot : 0;
 }

@@ -18,8 +18,12 @@
 #define KV_MAX_DIM (1 << 20)		/* n_kv_heads * head_dim */
 #define KV_MAX_CTX (1 << 28)
 
+/* The two stores, in this order wherever a function takes one. */
+enum { KV_K, KV_V };
+
 /*
- * Element types of the cache (the numbers are those of llm-kv(5)).
+ * Element types of the cache (the numbers are those of llm-kv(5)); what
+ * each stores is one row of kv.c's table of types.
  *
  * f32 is the default and the founding design exactly; f16 rows are
  * plain halves.  Quantized keys (q8_0, q4_0) are quantized per channel
@@ -27,52 +31,44 @@
  * its sign and scale from token to token, so a block along positions
  * fits it far better than a block along the row.  q8_0 keys use q8_0
  * blocks; q4_0 keys use q4_1 blocks (an f16 scale and an f16 minimum),
- * whose offset follows a channel's mean.  The newest positions, whose
- * group is not complete, stay in f16 (q8_0 for q4_0 keys, below), and a
- * query reads the keys of its own group from those and earlier ones
- * from the groups: which depends on positions alone, never on how
- * tokens were batched.  Quantized
- * values (q8_0, q4_0) are rows: each head rotated in blocks of rot by a
- * normalized Hadamard transform, then quantized in blocks of 32 along
- * the row; the attention output is rotated back.
+ * whose offset follows a channel's mean.  Quantized values (q8_0, q4_0)
+ * are rows: each head rotated in blocks of rot by a normalized Hadamard
+ * transform, then quantized in blocks of 32 along the row; the attention
+ * output is rotated back.
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
-#define KV_GROUP 32
-#define KV_PUT 32	/* positions a batch writes to the rings below at once (kv_put_max) */
-#define KV_KEY_TAIL (KV_GROUP + KV_PUT)	/* q8_0 keys' f16 ring: a group and a write */
+#define KV_GROUP 32	/* positions of a group of quantized keys */
+#define KV_PUT 32	/* positions a batch writes to a store with a ring at once (kv_put_max) */
+#define KV_BACK 96	/* positions before its own group a query reads from q4_0's ring */
+#define KV_RING_MAX (KV_GROUP + KV_BACK + KV_PUT)	/* the most rows a ring has */
 
 /*
- * q4_0 stores (keys or values) keep a wider tail: every row also goes
- * to a ring of KV_TAIL rows in q8_0 (values rotated as in the store),
- * and a query reads from it the rows of its own group and of the
- * KV_BACK positions before that; older ones come from the q4_0 store.
- * On the benchmark's stream that moves log-probabilities by 0.28 against
- * f32, where the own group's keys in f16 and every value in q4_0 moved
- * them by 0.59 (bench/HISTORY.md).  A windowed cache reads its own group
- * alone (its slots of 128 positions could wrap).
- */
-#define KV_BACK 96
-#define KV_TAIL (KV_GROUP + KV_BACK + KV_PUT)	/* q4_0 stores' q8_0 ring: 160 rows */
-
-/* The snapshot format whose block layout this build's caches have (llm-kv(5)). */
-#define KV_FORMAT 5
-
-/*
- * f16 stores (keys or values) keep an exact tail too: every row goes to
- * the store in f16, and a query reads the rows of its own group exactly
- * and earlier ones from the store.  The exact rows of a batch are its
- * own f32 buffer's; those of the newest group go on to a ring of
- * KV_GROUP f32 rows after the batch's attention (kv_put_tail), for the
- * batches after it.  Rounding to f16 moved log-probabilities by 0.0021
- * on the benchmark's stream; reading the own group exactly, by 0.0017.
- * As for grouped keys, which copy a query reads depends on positions
- * alone.
+ * The ring, one rule for every type that has one: a store keeps its
+ * newest rows in a second type as well (q8_0 keys in f16, f16 stores in
+ * f32, q4_0 stores in q8_0), written with the store, KV_GROUP + back +
+ * KV_PUT rows of them.  A query at pos reads the rows of its own group,
+ * and for q4_0 stores the KV_BACK positions before it, from the ring
+ * (kv_ring_from), and older ones from the store: which depends on
+ * positions alone, never on how tokens were batched.  Reading a query's
+ * own group exactly is what keeps the quantized caches close to f32
+ * (bench/HISTORY.md, rounds six and eight).  A windowed cache reads its
+ * own group alone (its slots could wrap within the back).
  */
 
 /* "f32", "f16", "q8_0", "q4_0"; NULL for another number. */
 const char *kv_type_name(int type);
 /* The type of a name; -1 if none. */
 int kv_type_parse(const char *name);
+/* What a type's store holds, from kv.c's table. */
+int kv_type_grouped(int type, int which);	/* keys quantized per channel over a group */
+int kv_type_ring(int type, int which);		/* the ring's type, or -1 */
+int kv_type_back(int type);			/* positions before a query's group read from the ring */
+/* Bytes of a position's row, or for grouped keys of a group of KV_GROUP positions. */
+size_t kv_type_unit(int type, int which, int kv_dim);
+/* Bytes of a row of kv_dim elements of a type (a ring's rows). */
+size_t kv_type_row_bytes(int type, int kv_dim);
+/* The Hadamard block of values of the type: a power of two dividing head_dim, at most 32; 0 if not rotated. */
+int kv_rot_of(int v_type, int head_dim);
 
 /*
  * K and V are each one store laid out [layer][pos][row]: offset =
@@ -99,12 +95,11 @@ struct kv {
 	int rot;		/* the Hadamard block of rotated values (kv_rot_of), 0 if none */
 	int v_rotated;
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
-	void *tail[2];		/* K's and V's newest rows, [layer][tail_rows][kv_dim] of tail_type, a ring; or NULL */
-	int tail_type[2];	/* KV_F16 for q8_0 keys, KV_Q8_0 for q4_0 stores, KV_F32 for f16 stores */
-	int tail_rows[2];	/* KV_KEY_TAIL for q8_0 keys, KV_TAIL for q4_0 stores, KV_GROUP for f16 stores */
-	int tail_back[2];	/* positions before a query's own group it reads from the tail: KV_BACK or 0 */
-	int *tail_end;		/* f16 stores, by layer: 1 + the newest position kv_put_tail has put */
-	int *ring_end;		/* rings written with the store, by layer: 1 + the newest position put */
+	void *ring[2];		/* K's and V's newest rows, [layer][ring_rows][kv_dim] of ring_type, or NULL */
+	int ring_type[2];
+	int ring_rows[2];
+	int ring_back[2];	/* positions before a query's own group it reads from the ring */
+	int *ring_end;		/* by layer: 1 + the newest position put */
 	int groups;		/* grouped keys: the groups quantized, all the complete ones */
 	float *scratch;		/* one row, padded to whole blocks, for quantizing */
 
@@ -120,20 +115,20 @@ struct kv {
 
 	/*
 	 * The rows kv_append() took for kv_attend(): a batch's f32 keys and
-	 * values (the exact rows f16 stores' queries read, and rows a ring
-	 * takes a step at a time), for one layer's positions [pos, pos + n).
+	 * values, written to a store with a ring a step at a time, for one
+	 * layer's positions [pos, pos + n).
 	 */
 	float *staged[2];
 	int staged_cap;		/* rows each holds */
 	int staged_layer, staged_pos, staged_n;
-	int staged_put[2];	/* 1 once K's (0) or V's rows are in the store */
+	int staged_put[2];	/* 1 once K's or V's rows are in the store */
 };
 
 /* Keys quantized per channel over groups of positions (q8_0, q4_0). */
 static inline int
 kv_grouped(const struct kv *kv)
 {
-	return kv->k_type == KV_Q8_0 || kv->k_type == KV_Q4_0;
+	return kv_type_grouped(kv->k_type, KV_K);
 }
 
 /* An f32 cache, the default; prealloc commits max_ctx densely up front (for comparison runs). */
@@ -145,29 +140,29 @@ void kv_free(struct kv *kv);
 
 /*
  * Make a new, empty cache windowed: it keeps positions [0, sinks) and
- * the newest window, in sinks + window slots (grouped keys: each part
- * rounded up to whole groups, and window at least KV_GROUP).  sinks +
- * window must not exceed max_ctx.  0, or -1 with llm_err().
+ * the newest window, in sinks + window slots (each part rounded up to
+ * whole groups where a store is grouped or has a ring, and window then
+ * at least KV_GROUP).  sinks + window must not exceed max_ctx.  0, or -1
+ * with llm_err().
  */
 int kv_set_window(struct kv *kv, int sinks, int window);
+/* The positions whose slots a window keeps whole: KV_GROUP where a store is grouped or has a ring, else 1. */
+int kv_window_group(int k_type, int v_type);
+/*
+ * The window of a cache, in a struct kv that has no stores (for readers
+ * of files, whose layout may round to another group g): sets sinks,
+ * window and the slots.  0, or -1 with llm_err() if the window does not
+ * fit max_ctx or the groups.
+ */
+int kv_window_shape(struct kv *kv, int g, int max_ctx, int sinks, int window);
 
-/* The first position a query at pos reads from the tail of K (which 0) or V. */
+/* The first position a query at pos reads from the ring of K or V. */
 static inline int
-kv_tail_from(const struct kv *kv, int which, int pos)
+kv_ring_from(const struct kv *kv, int which, int pos)
 {
-	int p = pos / KV_GROUP * KV_GROUP - kv->tail_back[which];
+	int p = pos / KV_GROUP * KV_GROUP - kv->ring_back[which];
 
 	return p > 0 ? p : 0;
-}
-
-/*
- * Whether K (which 0) or V has a ring written with the store (grouped
- * keys, q4_0 stores), not after attention (f16 stores' f32 rows).
- */
-static inline int
-kv_ring(const struct kv *kv, int which)
-{
-	return kv->tail[which] && kv->tail_type[which] != KV_F32;
 }
 
 /*
@@ -178,7 +173,7 @@ kv_ring(const struct kv *kv, int which)
 static inline int
 kv_put_max(const struct kv *kv)
 {
-	return kv_ring(kv, 0) || kv_ring(kv, 1) ? KV_PUT : 1 << 30;
+	return kv->ring[KV_K] || kv->ring[KV_V] ? KV_PUT : 1 << 30;
 }
 
 /* The slot that holds position pos: the layout's "pos" (founding design). */
@@ -238,41 +233,25 @@ int kv_appended(const struct kv *kv, int layer, int pos, int n);
 int kv_attend_step(const struct kv *kv, int pos, int n);
 /* For attn.c: the appended rows of [pos, pos + n) into the stores, before their attention. */
 int kv_put_appended(struct kv *kv, int layer, int pos, int n);
-/* For attn.c: after their attention, the appended rows into the tail rings that keep them (kv_put_tail). */
-void kv_put_appended_tail(struct kv *kv, int layer, int pos, int n);
-/* For attn.c: the appended f32 rows of K (which 0) or V, the first being position staged_pos. */
-static inline const float *
-kv_staged(const struct kv *kv, int which)
-{
-	return kv->staged[which];
-}
 
 /*
  * Write accessors of f32 stores: grow the store if pos is past cap;
- * NULL on failure.  The forward pass writes f32 rows through them.
+ * NULL on failure.
  */
 float *kv_k_write(struct kv *kv, int layer, int pos);
 float *kv_v_write(struct kv *kv, int layer, int pos);
 
 /*
  * The write accessor of every type: n rows of kv_dim floats, ld apart,
- * for positions pos..pos+n-1, converted to the store's type.  Keys come
- * after RoPE.  Grows the store; 0 or -1 (llm_err()).  They take at most
- * kv_put_max positions at once; f16 stores want kv_put_tail once the
- * batch has been attended to.  A position whose queries' earlier tail
- * rows have left the ring cannot be written again.
+ * for positions pos..pos+n-1, converted to the store's type (keys after
+ * RoPE), and to its ring.  Grows the store; 0 or -1 (llm_err()).  They
+ * take at most kv_put_max positions at once.  A position whose queries'
+ * earlier ring rows have left the ring cannot be written again.
  */
 int kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
 int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
-/*
- * After a batch's attention: the rows of its newest group go to the f32
- * rings of f16 stores (k, v: the batch's rows, as kv_put_k and kv_put_v
- * took them; either may be NULL if its store has no such ring).
- */
-void kv_put_tail(struct kv *kv, int layer, int pos, int n, const float *k, const float *v,
-    size_t ld);
-/* Whether layer's tail ring holds the rows of positions [p0, p1) (f16 stores: p0 a group's start). */
-int kv_tail_holds(const struct kv *kv, int which, int layer, int p0, int p1);
+/* Whether a layer's ring of K or V holds the rows of positions [p0, p1). */
+int kv_ring_holds(const struct kv *kv, int layer, int which, int p0, int p1);
 
 /* Read accessors of f32 stores: never grow; pos must be below cap.  Inline: attention calls them per row. */
 static inline const float *
@@ -289,7 +268,7 @@ kv_v_read(const struct kv *kv, int layer, int pos)
 
 /*
  * A whole row, dequantized and rotated back, as the model computed it
- * (to rounding), which 0 for K: what llm-kvstat and llm-kvdump show.
+ * (to rounding): what llm-kvstat and llm-kvdump show.
  */
 void kv_row(const struct kv *kv, int layer, int which, int pos, float *out);
 /* Dimensions [c0, c0 + n) of the key of position pos, as attention reads it. */
@@ -299,6 +278,13 @@ void kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out);
 int kv_set_seq_len(struct kv *kv, int n);
 /* Forget the contents; the capacity stays. */
 void kv_clear(struct kv *kv);
+/*
+ * After a reader has filled the first kv_rows(kv, n) slots of each
+ * layer's stores (kv_unit; grouped keys: their complete groups) and the
+ * ring rows of the positions a query after n reads (kv_ring_row): the
+ * cache holds positions [0, n).  0, or -1 with llm_err().
+ */
+int kv_restore(struct kv *kv, int n);
 
 /* Bytes one position takes in K and V, all layers (grouped keys: a group's / KV_GROUP). */
 double kv_bytes_per_pos(const struct kv *kv);
@@ -308,47 +294,22 @@ size_t kv_bytes(const struct kv *kv);
 /* The bytes of K and V really resident now: the pages written (mincore). */
 size_t kv_resident_bytes(const struct kv *kv);
 
-/*
- * For snapshots: a layer's K (which 0) or V block holds the rows of the
- * first kv_rows(kv, n) slots after n positions.  Row stores hold those
- * rows, from kv_unit(kv, which, layer, 0) on; grouped keys hold the
- * rows / KV_GROUP groups from there.  A store with a tail then holds
- * its tail rows (kv_file_tail): for q8_0 keys the f16 rows and for f16
- * stores the f32 rows of the n % KV_GROUP positions of the incomplete
- * group, for q4_0 stores the q8_0 rows of the min(n, KV_TAIL) newest
- * positions, oldest first.  Without a window, rows = n and slot =
- * position.  format: the snapshot format version whose layout a block
- * has (KV_FORMAT for a live cache): f16 stores have had tails since
- * version 4, q4_0 stores since version 5.
- */
+/* The slots that hold positions [0, n): n, or a wrapped window's slots. */
 int kv_rows(const struct kv *kv, int n);
-/* The positions whose tail rows a block of n positions holds: [n - count, n). */
-int kv_file_tail(int type, int which, int n, int format);
-size_t kv_block_bytes(const struct kv *kv, int which, int n);
-size_t kv_block_bytes_of(int type, int which, int kv_dim, int rows, int n, int format);
-/* The Hadamard block of values of the type: a power of two dividing head_dim, at most 32; 0 if not rotated. */
-int kv_rot_of(int v_type, int head_dim);
+/* Unit u (a slot's row, or a group of grouped keys) of a layer's K or V store. */
+void *kv_unit(const struct kv *kv, int layer, int which, int unit);
+/* The ring's row of pos, in K or V; kv_dim elements of ring_type[which]. */
+void *kv_ring_row(const struct kv *kv, int layer, int which, int pos);
+size_t kv_ring_row_bytes(const struct kv *kv, int which);
+/* Elements [c0, c0 + n) of the ring's row of pos, as stored (values rotated). */
+void kv_ring_span(const struct kv *kv, int layer, int which, int pos, int c0, int n, float *out);
+
 /*
- * Row (slot) r of such a block, from its bytes alone, as kv_row() gives
- * it: for the tools, which read blocks in a file.  tail_slot is the slot
- * of the incomplete group's first position (grouped keys).
+ * For readers of blocks in files: elements [e0, e0 + n) of a row of the
+ * type, as stored (values rotated), and position j of a group of grouped
+ * keys, channels [c0, c0 + n).
  */
-void kv_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
-    int tail_slot, int r, int format, float *out);
-/*
- * The window of a cache of k_type keys and v_type values, in a struct kv
- * that has no stores (for readers of files): sets sinks, window and the
- * slots.  format: as for blocks (a store with a tail keeps its groups
- * whole in the ring).  0, or -1 with llm_err() if the window does not
- * fit max_ctx or the groups.
- */
-int kv_window_shape(struct kv *kv, int k_type, int v_type, int format, int max_ctx, int sinks,
-    int window);
-void *kv_unit(const struct kv *kv, int which, int layer, int unit);
-/* The tail ring's row of pos, in K (which 0) or V; kv_dim elements of tail_type[which]. */
-void *kv_tail_row(const struct kv *kv, int which, int layer, int pos);
-size_t kv_tail_row_bytes(const struct kv *kv, int which);
-/* Elements [c0, c0 + n) of the tail ring's row of pos, as stored (values rotated). */
-void kv_tail_span(const struct kv *kv, int which, int layer, int pos, int c0, int n, float *out);
+void kv_decode_span(int type, const void *row, int e0, int n, float *out);
+void kv_decode_group(int type, const void *group, int j, int c0, int n, float *out);
 
 #endif

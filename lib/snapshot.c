@@ -15,10 +15,28 @@
 
 #include "kv.h"
 #include "model.h"
+#include "quant.h"
 #include "snapshot.h"
 #include "util.h"
 
 #define P64 0x9E3779B97F4A7C15ull
+
+/*
+ * The header's fields, at these offsets from the start of the file, as
+ * llm-kv(5) names them; versions 3 to 5 go on past SNAP_HEADER_SIZE.
+ */
+enum {
+	AT_MAGIC = 0, AT_VERSION = 8, AT_HEADER_SIZE = 12, AT_K_TYPE = 16, AT_V_TYPE = 18,
+	AT_N_LAYERS = 20, AT_N_KV_HEADS = 24, AT_HEAD_DIM = 28, AT_KV_DIM = 32, AT_N_POS = 36,
+	AT_MAX_CTX = 40, AT_ROPE_DIM = 44, AT_ROPE_BASE = 48, AT_ROT = 52, AT_FINGERPRINT = 56,
+	AT_TOKENS_OFFSET = 88, AT_DIR_OFFSET = 96, AT_DATA_OFFSET = 104, AT_FILE_SIZE = 112,
+	AT_HEADER_SUM = 120,
+	AT_SINKS = 128, AT_WINDOW = 132, AT_N_ROWS = 136, AT_ZERO_140 = 140,
+	AT_POSITIONS_OFFSET = 144, AT_ZERO_152 = 152,
+};
+
+/* A directory entry's fields, from the entry's start: K's, then V's at AT_V. */
+enum { AT_K = 0, AT_V = 24, AT_OFFSET = 0, AT_LENGTH = 8, AT_SUM = 16 };
 
 /* The checksum of llm-kv(5), fed in pieces whose sizes are multiples of 32 but the last. */
 struct sum_state {
@@ -126,40 +144,147 @@ write_zeros(int fd, size_t n)
 	return 0;
 }
 
-/* The tail rows a block of the cache's n positions holds (kv.h). */
-static int
-file_tail(const struct kv *kv, int which, int n)
+/*
+ * ---- the layouts of the versions ----
+ *
+ * Every version's block layout is here; the cache (kv.h) knows only its
+ * own, this build's.  A block of n positions holds the rows of its
+ * kv_rows(n) slots (grouped keys: their complete groups), then the ring
+ * rows of some newest positions, oldest first: of n's incomplete group
+ * for grouped keys and, from version 4 on, f16 stores; from version 5 on
+ * the whole ring of q4_0 stores, min(n, SNAP_Q4_RING) positions.
+ */
+#define SNAP_Q4_RING 160	/* a q4_0 store's ring */
+/* A ring of another size is another layout: a new version, not this one. */
+_Static_assert(SNAP_Q4_RING == KV_GROUP + KV_BACK + KV_PUT, "q4_0 rings are version 5's 160 rows");
+
+/* The version this build writes for a cache of these types and window. */
+static uint32_t
+version_of(int k_type, int v_type, int window)
 {
-	return kv_file_tail(which ? kv->v_type : kv->k_type, which, n, KV_FORMAT);
+	/*
+	 * An f32 cache is a version 1 file, as before the types: old readers
+	 * still read it.  A windowed cache is version 3: a longer header, and
+	 * the position of each row.  A cache with f16 stores is version 4,
+	 * version 3's layout (window 0: none) with their rings; one with q4_0
+	 * stores is version 5, version 4's with their q8_0 rings.
+	 */
+	if (k_type == KV_Q4_0 || v_type == KV_Q4_0)
+		return 5;
+	if (k_type == KV_F16 || v_type == KV_F16)
+		return 4;
+	if (window)
+		return 3;
+	return k_type == KV_F32 && v_type == KV_F32 ? 1 : 2;
 }
 
-/* The bytes of a block before its tail rows: rows rows, or their groups. */
+/* The type of the ring rows a block of the type holds in a version. */
+static int
+file_ring_type(int type, uint32_t version)
+{
+	if (type == KV_Q4_0 && version >= 5)
+		return KV_Q8_0;
+	return type == KV_F16 ? KV_F32 : KV_F16;
+}
+
+/* The positions whose ring rows a block of n positions holds: [n - count, n). */
+static int
+file_ring(int type, int which, int n, uint32_t version)
+{
+	if (type == KV_Q4_0 && version >= 5)
+		return n < SNAP_Q4_RING ? n : SNAP_Q4_RING;
+	if (kv_type_grouped(type, which) || (type == KV_F16 && version >= 4))
+		return n % KV_GROUP;
+	return 0;
+}
+
+/* The bytes of a block before its ring rows: rows rows, or their complete groups. */
+static size_t
+file_main_bytes(int type, int which, int kv_dim, int rows)
+{
+	return kv_type_grouped(type, which) ?
+	    (size_t)(rows / KV_GROUP) * kv_type_unit(type, which, kv_dim) :
+	    (size_t)rows * kv_type_unit(type, which, kv_dim);
+}
+
+static size_t
+file_block_bytes(int type, int which, int kv_dim, int rows, int n, uint32_t version)
+{
+	return file_main_bytes(type, which, kv_dim, rows) + (size_t)file_ring(type, which, n, version) *
+	    kv_type_row_bytes(file_ring_type(type, version), kv_dim);
+}
+
+/* The positions a version's window keeps in whole groups: KV_GROUP, or 1. */
+static int
+file_window_group(int k_type, int v_type, uint32_t version)
+{
+	if (kv_type_grouped(k_type, KV_K) || (version >= 4 && (k_type == KV_F16 || v_type == KV_F16)) ||
+	    (version >= 5 && v_type == KV_Q4_0))
+		return KV_GROUP;
+	return 1;
+}
+
+/*
+ * Row (slot) r of a block, from its bytes alone, as kv_row() gives it:
+ * ring_slot is the slot of the incomplete group's first position
+ * (grouped keys).
+ */
+static void
+file_block_row(int type, int which, int kv_dim, int rot, const void *block, int rows, int n,
+    int ring_slot, int r, uint32_t version, float *out)
+{
+	int ring = file_ring(type, which, n, version), rt = file_ring_type(type, version);
+
+	if (kv_type_grouped(type, which)) {
+		/* the groups of the rows, then the ring rows, the incomplete group's the last */
+		size_t group = kv_type_unit(type, which, kv_dim), row = kv_type_row_bytes(rt, kv_dim);
+		if (r >= ring_slot && r < ring_slot + n % KV_GROUP)
+			kv_decode_span(rt, (const char *)block + (size_t)(rows / KV_GROUP) * group +
+			    (size_t)(ring - n % KV_GROUP + r - ring_slot) * row, 0, kv_dim, out);
+		else
+			kv_decode_group(type, (const char *)block + (size_t)(r / KV_GROUP) * group,
+			    r % KV_GROUP, 0, kv_dim, out);
+		return;
+	}
+	kv_decode_span(type, (const char *)block + (size_t)r * kv_type_row_bytes(type, kv_dim), 0,
+	    kv_dim, out);
+	if (which == KV_V && rot > 1 && kv_rot_of(type, 32))
+		quant_hadamard(out, (size_t)kv_dim, rot);
+}
+
+/* The ring rows a block of the cache's n positions holds, as this build writes it. */
+static int
+cache_ring(const struct kv *kv, int which, int n)
+{
+	return file_ring(which ? kv->v_type : kv->k_type, which, n, SNAP_VERSION);
+}
+
+/* The bytes of the cache's block before its ring rows. */
 static size_t
 main_bytes(const struct kv *kv, int which, int rows)
 {
-	return which == 0 && kv_grouped(kv) ? (size_t)(rows / KV_GROUP) * kv->k_unit :
-	    (size_t)rows * (which ? kv->v_unit : kv->k_unit);
+	return file_main_bytes(which ? kv->v_type : kv->k_type, which, kv->kv_dim, rows);
 }
 
 /*
  * A layer's K or V block of n positions, contiguous: stores without a
- * tail are, in the cache itself; the others are assembled (rows or
- * groups, then the tail rows) into *buf, which the caller frees.
+ * ring are, in the cache itself; the others are assembled (rows or
+ * groups, then the ring rows) into *buf, which the caller frees.
  */
 static const void *
-block_of(const struct kv *kv, int layer, int which, int n, void **buf)
+block_of(const struct kv *kv, int layer, int which, int n, size_t len, void **buf)
 {
-	size_t main = main_bytes(kv, which, kv_rows(kv, n)), row = kv_tail_row_bytes(kv, which);
-	int first = n - file_tail(kv, which, n), pos;
+	size_t main = main_bytes(kv, which, kv_rows(kv, n)), row = kv_ring_row_bytes(kv, which);
+	int first = n - cache_ring(kv, which, n), pos;
 	char *p;
 
 	*buf = NULL;
-	if (!kv->tail[which])
-		return kv_unit(kv, which, layer, 0);
-	p = *buf = xmalloc(kv_block_bytes(kv, which, n) + 1);
-	memcpy(p, kv_unit(kv, which, layer, 0), main);
+	if (!kv->ring[which])
+		return kv_unit(kv, layer, which, 0);
+	p = *buf = xmalloc(len + 1);
+	memcpy(p, kv_unit(kv, layer, which, 0), main);
 	for (pos = first; pos < n; pos++)
-		memcpy(p + main + (size_t)(pos - first) * row, kv_tail_row(kv, which, layer, pos), row);
+		memcpy(p + main + (size_t)(pos - first) * row, kv_ring_row(kv, layer, which, pos), row);
 	return p;
 }
 
@@ -167,17 +292,7 @@ int
 snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *kv,
     const int *tokens, int n_pos)
 {
-	/*
-	 * An f32 cache is a version 1 file, as before the types: old readers
-	 * still read it.  A windowed cache is version 3: a longer header, and
-	 * the position of each row.  A cache with f16 stores is version 4,
-	 * version 3's layout (window 0: none) with their tails; one with q4_0
-	 * stores is version 5, version 4's with their q8_0 rings.
-	 */
-	int f16 = kv->k_type == KV_F16 || kv->v_type == KV_F16;
-	int q4 = kv->k_type == KV_Q4_0 || kv->v_type == KV_Q4_0;
-	uint32_t version = q4 ? 5 : f16 ? 4 : kv->window ? 3 :
-	    kv->k_type == KV_F32 && kv->v_type == KV_F32 ? 1 : 2;
+	uint32_t version = version_of(kv->k_type, kv->v_type, kv->window);
 	uint32_t header = version >= 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE;
 	uint32_t rows = (uint32_t)kv_rows(kv, n_pos);
 	uint64_t pos_offset = align_up(header + 4ull * n_pos, 8);
@@ -200,61 +315,63 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		return -1;
 	}
 	for (i = 0; i < kv->n_layers; i++)
-		for (w = 0; w < 2; w++)
-			if (!kv_tail_holds(kv, w, i, n_pos - file_tail(kv, w, n_pos), n_pos)) {
-				llm_seterr("snapshot: the tail rows of positions %d to %d are no longer in "
-				    "the cache (%d written)", n_pos - file_tail(kv, w, n_pos), n_pos - 1,
+		for (w = KV_K; w <= KV_V; w++)
+			if (!kv_ring_holds(kv, i, w, n_pos - cache_ring(kv, w, n_pos), n_pos)) {
+				llm_seterr("snapshot: the ring rows of positions %d to %d are no longer in "
+				    "the cache (%d written)", n_pos - cache_ring(kv, w, n_pos), n_pos - 1,
 				    kv->written);
 				free(copy), free(dir);
 				return -1;
 			}
-	for (w = 0; w < 2; w++) {
-		block[w] = kv_block_bytes(kv, w, n_pos);
+	for (w = KV_K; w <= KV_V; w++) {
+		block[w] = file_block_bytes(w ? kv->v_type : kv->k_type, w, kv->kv_dim,
+		    kv_rows(kv, n_pos), n_pos, version);
 		stride[w] = align_up(block[w], SNAP_ALIGN);
 	}
 	m = xcalloc(1, (size_t)data_offset);
-	memcpy(m, SNAP_MAGIC, 8);
-	put32(m + 8, version);
-	put32(m + 12, header);
-	put16(m + 16, (uint16_t)kv->k_type);
-	put16(m + 18, (uint16_t)kv->v_type);
-	put32(m + 20, meta->n_layers);
-	put32(m + 24, meta->n_kv_heads);
-	put32(m + 28, meta->head_dim);
-	put32(m + 32, meta->kv_dim);
-	put32(m + 36, (uint32_t)n_pos);
-	put32(m + 40, meta->max_ctx);
-	put32(m + 44, meta->rope_dim);
-	memcpy(m + 48, &meta->rope_base, 4);
-	put32(m + 52, (uint32_t)kv->rot);
-	memcpy(m + 56, meta->fingerprint, 32);
-	put64(m + 88, header);
-	put64(m + 96, dir_offset);
-	put64(m + 104, data_offset);
-	put64(m + 112, data_offset + (stride[0] + stride[1]) * meta->n_layers);
+	memcpy(m + AT_MAGIC, SNAP_MAGIC, 8);
+	put32(m + AT_VERSION, version);
+	put32(m + AT_HEADER_SIZE, header);
+	put16(m + AT_K_TYPE, (uint16_t)kv->k_type);
+	put16(m + AT_V_TYPE, (uint16_t)kv->v_type);
+	put32(m + AT_N_LAYERS, meta->n_layers);
+	put32(m + AT_N_KV_HEADS, meta->n_kv_heads);
+	put32(m + AT_HEAD_DIM, meta->head_dim);
+	put32(m + AT_KV_DIM, meta->kv_dim);
+	put32(m + AT_N_POS, (uint32_t)n_pos);
+	put32(m + AT_MAX_CTX, meta->max_ctx);
+	put32(m + AT_ROPE_DIM, meta->rope_dim);
+	memcpy(m + AT_ROPE_BASE, &meta->rope_base, 4);
+	put32(m + AT_ROT, (uint32_t)kv->rot);
+	memcpy(m + AT_FINGERPRINT, meta->fingerprint, 32);
+	put64(m + AT_TOKENS_OFFSET, header);
+	put64(m + AT_DIR_OFFSET, dir_offset);
+	put64(m + AT_DATA_OFFSET, data_offset);
+	put64(m + AT_FILE_SIZE, data_offset + (stride[0] + stride[1]) * meta->n_layers);
 	for (i = 0; i < n_pos; i++)
 		put32(m + header + 4 * i, (uint32_t)tokens[i]);
 	if (version >= 3) {
-		put32(m + 128, (uint32_t)kv->sinks);
-		put32(m + 132, (uint32_t)kv->window);
-		put32(m + 136, rows);
-		put64(m + 144, pos_offset);
+		put32(m + AT_SINKS, (uint32_t)kv->sinks);
+		put32(m + AT_WINDOW, (uint32_t)kv->window);
+		put32(m + AT_N_ROWS, rows);
+		put64(m + AT_POSITIONS_OFFSET, pos_offset);
 		for (l = 0; l < rows; l++)
 			put32(m + pos_offset + 4 * l, (uint32_t)kv_slot_pos(kv, n_pos - 1, (int)l));
 	}
 	off = data_offset;
 	for (l = 0; l < meta->n_layers; l++) {
 		uint8_t *e = m + dir_offset + SNAP_DIR_ENTRY * l;
-		for (w = 0; w < 2; w++) {
-			data = block_of(kv, (int)l, w, n_pos, &buf);
-			put64(e + 24 * w, off);
-			put64(e + 24 * w + 8, block[w]);
-			put64(e + 24 * w + 16, snapshot_sum(data, (size_t)block[w]));
+		for (w = KV_K; w <= KV_V; w++) {
+			uint8_t *f = e + (w ? AT_V : AT_K);
+			data = block_of(kv, (int)l, w, n_pos, (size_t)block[w], &buf);
+			put64(f + AT_OFFSET, off);
+			put64(f + AT_LENGTH, block[w]);
+			put64(f + AT_SUM, snapshot_sum(data, (size_t)block[w]));
 			free(buf);
 			off += stride[w];
 		}
 	}
-	put64(m + 120, snapshot_sum(m, (size_t)meta_end));
+	put64(m + AT_HEADER_SUM, snapshot_sum(m, (size_t)meta_end));
 
 	tmp = xmalloc(strlen(path) + 32);
 	{
@@ -275,8 +392,8 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	if (write_all(fd, m, (size_t)data_offset) < 0)
 		goto fail;
 	for (l = 0; l < meta->n_layers; l++)
-		for (w = 0; w < 2; w++) {
-			data = block_of(kv, (int)l, w, n_pos, &buf);
+		for (w = KV_K; w <= KV_V; w++) {
+			data = block_of(kv, (int)l, w, n_pos, (size_t)block[w], &buf);
 			if (write_all(fd, data, (size_t)block[w]) < 0 ||
 			    write_zeros(fd, (size_t)(stride[w] - block[w])) < 0)
 				goto fail;
@@ -359,30 +476,30 @@ snapshot_open(struct snapshot *s, const char *path)
 		return -1;
 	}
 	h = s->map;
-	if (memcmp(h, SNAP_MAGIC, 8) != 0)
+	if (memcmp(h + AT_MAGIC, SNAP_MAGIC, 8) != 0)
 		return bad(s, "bad magic: not an llm-kv snapshot");
-	s->version = get32(h + 8);
+	s->version = get32(h + AT_VERSION);
 	if (s->version < 1 || s->version > SNAP_VERSION) {
 		snprintf(msg, sizeof msg, "snapshot format version %u is not supported "
 		    "(this build reads versions 1 to %u)", s->version, SNAP_VERSION);
 		return bad(s, msg);
 	}
-	header_size = get32(h + 12);
-	s->meta.k_type = get16(h + 16);
-	s->meta.v_type = get16(h + 18);
-	s->meta.rot = get32(h + 52);
-	s->meta.n_layers = get32(h + 20);
-	s->meta.n_kv_heads = get32(h + 24);
-	s->meta.head_dim = get32(h + 28);
-	s->meta.kv_dim = get32(h + 32);
-	s->n_pos = get32(h + 36);
-	s->meta.max_ctx = get32(h + 40);
-	s->meta.rope_dim = get32(h + 44);
-	memcpy(&s->meta.rope_base, h + 48, 4);
-	memcpy(s->meta.fingerprint, h + 56, 32);
-	s->dir_offset = get64(h + 96);
-	s->data_offset = get64(h + 104);
-	file_size = get64(h + 112);
+	header_size = get32(h + AT_HEADER_SIZE);
+	s->meta.k_type = get16(h + AT_K_TYPE);
+	s->meta.v_type = get16(h + AT_V_TYPE);
+	s->meta.rot = get32(h + AT_ROT);
+	s->meta.n_layers = get32(h + AT_N_LAYERS);
+	s->meta.n_kv_heads = get32(h + AT_N_KV_HEADS);
+	s->meta.head_dim = get32(h + AT_HEAD_DIM);
+	s->meta.kv_dim = get32(h + AT_KV_DIM);
+	s->n_pos = get32(h + AT_N_POS);
+	s->meta.max_ctx = get32(h + AT_MAX_CTX);
+	s->meta.rope_dim = get32(h + AT_ROPE_DIM);
+	memcpy(&s->meta.rope_base, h + AT_ROPE_BASE, 4);
+	memcpy(s->meta.fingerprint, h + AT_FINGERPRINT, 32);
+	s->dir_offset = get64(h + AT_DIR_OFFSET);
+	s->data_offset = get64(h + AT_DATA_OFFSET);
+	file_size = get64(h + AT_FILE_SIZE);
 	if (header_size != (s->version >= 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE) ||
 	    header_size > s->size)
 		return bad(s, "bad header size");
@@ -414,9 +531,9 @@ snapshot_open(struct snapshot *s, const char *path)
 	pos_offset = align_up(header_size + 4ull * s->n_pos, 8);
 	memset(&shape, 0, sizeof shape);
 	if (s->version >= 3) {
-		s->meta.sinks = get32(h + 128);
-		s->meta.window = get32(h + 132);
-		s->n_rows = get32(h + 136);
+		s->meta.sinks = get32(h + AT_SINKS);
+		s->meta.window = get32(h + AT_WINDOW);
+		s->n_rows = get32(h + AT_N_ROWS);
 	}
 	/* versions 4 and 5: a window of 0 is none */
 	if (s->version >= 4 && !s->meta.window && s->meta.sinks) {
@@ -425,7 +542,7 @@ snapshot_open(struct snapshot *s, const char *path)
 	}
 	if (s->version == 3 || s->meta.window) {
 		if (s->meta.sinks > KV_MAX_CTX || s->meta.window > KV_MAX_CTX ||
-		    kv_window_shape(&shape, s->meta.k_type, s->meta.v_type, (int)s->version,
+		    kv_window_shape(&shape, file_window_group(s->meta.k_type, s->meta.v_type, s->version),
 		    (int)s->meta.max_ctx, (int)s->meta.sinks, (int)s->meta.window) < 0) {
 			snprintf(msg, sizeof msg, "bad window: %s", llm_err());
 			return bad(s, msg);
@@ -436,7 +553,7 @@ snapshot_open(struct snapshot *s, const char *path)
 	}
 	if (s->version >= 3) {
 		if (s->n_pos > INT32_MAX - 1 || s->n_rows != (uint32_t)kv_rows(&shape, (int)s->n_pos) ||
-		    get32(h + 140) != 0 || get64(h + 152) != 0 || get64(h + 144) != pos_offset) {
+		    get32(h + AT_ZERO_140) != 0 || get64(h + AT_ZERO_152) != 0 || get64(h + AT_POSITIONS_OFFSET) != pos_offset) {
 			snprintf(msg, sizeof msg, "window of %u rows does not match n_pos %u", s->n_rows,
 			    s->n_pos);
 			return bad(s, msg);
@@ -450,19 +567,19 @@ snapshot_open(struct snapshot *s, const char *path)
 	}
 	/* All sizes below are bounded by the checks above, so none overflows. */
 	meta_end = s->dir_offset + (uint64_t)SNAP_DIR_ENTRY * s->meta.n_layers;
-	if (get64(h + 88) != header_size ||
+	if (get64(h + AT_TOKENS_OFFSET) != header_size ||
 	    s->dir_offset != (s->version >= 3 ? align_up(pos_offset + 4ull * s->n_rows, 8) : pos_offset) ||
 	    s->data_offset % SNAP_ALIGN || s->data_offset < meta_end || s->data_offset > s->size)
 		return bad(s, "bad token, directory or data offset in header");
 	copy = xmalloc((size_t)meta_end);
 	memcpy(copy, h, (size_t)meta_end);
-	memset(copy + 120, 0, 8);
+	memset(copy + AT_HEADER_SUM, 0, 8);
 	sum = snapshot_sum(copy, (size_t)meta_end);
 	free(copy);
-	if (sum != get64(h + 120))
+	if (sum != get64(h + AT_HEADER_SUM))
 		return bad(s, "header checksum mismatch: the header, tokens or directory are corrupt");
 	s->tokens = h + header_size;
-	s->tail_slot = s->n_pos / KV_GROUP * KV_GROUP;
+	s->ring_slot = s->n_pos / KV_GROUP * KV_GROUP;
 	if (s->version >= 3) {
 		/* the rows hold the positions the window keeps, no others */
 		s->positions = h + pos_offset;
@@ -472,7 +589,7 @@ snapshot_open(struct snapshot *s, const char *path)
 				    "keeps there", l, get32(s->positions + 4 * l));
 				return bad(s, msg);
 			}
-		s->tail_slot = (uint32_t)kv_slot(&shape, (int)s->tail_slot);
+		s->ring_slot = (uint32_t)kv_slot(&shape, (int)s->ring_slot);
 		if (s->n_rows < s->n_pos) {
 			/* wrapped: the sinks' slots, then the ring from its oldest row */
 			s->sink_slots = (uint32_t)shape.sink_slots;
@@ -483,8 +600,8 @@ snapshot_open(struct snapshot *s, const char *path)
 
 	for (l = 0; l < 2; l++) {
 		int type = l ? s->meta.v_type : s->meta.k_type;
-		block[l] = kv_block_bytes_of(type, (int)l, (int)s->meta.kv_dim, (int)s->n_rows,
-		    (int)s->n_pos, (int)s->version);
+		block[l] = file_block_bytes(type, (int)l, (int)s->meta.kv_dim, (int)s->n_rows,
+		    (int)s->n_pos, s->version);
 	}
 	n = 2 * s->meta.n_layers;
 	s->dir = xcalloc(s->meta.n_layers, sizeof *s->dir);
@@ -493,8 +610,10 @@ snapshot_open(struct snapshot *s, const char *path)
 		const uint8_t *e = h + s->dir_offset + SNAP_DIR_ENTRY * l;
 		struct snap_dir *d = &s->dir[l];
 
-		d->k_offset = get64(e), d->k_length = get64(e + 8), d->k_sum = get64(e + 16);
-		d->v_offset = get64(e + 24), d->v_length = get64(e + 32), d->v_sum = get64(e + 40);
+		d->k_offset = get64(e + AT_K + AT_OFFSET), d->k_length = get64(e + AT_K + AT_LENGTH);
+		d->k_sum = get64(e + AT_K + AT_SUM);
+		d->v_offset = get64(e + AT_V + AT_OFFSET), d->v_length = get64(e + AT_V + AT_LENGTH);
+		d->v_sum = get64(e + AT_V + AT_SUM);
 		if (d->k_length != block[0] || d->v_length != block[1]) {
 			snprintf(msg, sizeof msg, "layer %u: block length does not match n_pos, kv_dim "
 			    "and the types", l);
@@ -610,9 +729,9 @@ block_length(const struct snapshot *s, uint32_t layer, int which)
 void
 snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, float *out)
 {
-	kv_block_row(which ? s->meta.v_type : s->meta.k_type, which, (int)s->meta.kv_dim,
+	file_block_row(which ? s->meta.v_type : s->meta.k_type, which, (int)s->meta.kv_dim,
 	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)s->n_rows, (int)s->n_pos,
-	    (int)s->tail_slot, (int)r, (int)s->version, out);
+	    (int)s->ring_slot, (int)r, s->version, out);
 }
 
 uint32_t
@@ -671,17 +790,17 @@ verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size
 }
 
 /*
- * Whether the file holds the tail rows a cache of this build wants in
- * K (which 0) or V after loading n positions: those of n's incomplete
- * group, and for q4_0 stores the whole ring, the min(n, KV_TAIL) newest,
- * so that the queries after n and a snapshot written later find theirs.
+ * Whether the file holds the ring rows a cache of this build wants in K
+ * or V after loading n positions: those of n's incomplete group, and for
+ * q4_0 stores the whole ring, the min(n, SNAP_Q4_RING) newest, so that
+ * the queries after n and a snapshot written later find theirs.
  */
 static int
-tail_loadable(const struct snapshot *s, int which, uint32_t n)
+ring_loadable(const struct snapshot *s, int which, uint32_t n)
 {
 	int type = which ? s->meta.v_type : s->meta.k_type;
-	uint32_t have = (uint32_t)kv_file_tail(type, which, (int)s->n_pos, (int)s->version);
-	uint32_t want = (uint32_t)kv_file_tail(type, which, (int)n, KV_FORMAT);
+	uint32_t have = (uint32_t)file_ring(type, which, (int)s->n_pos, s->version);
+	uint32_t want = (uint32_t)file_ring(type, which, (int)n, SNAP_VERSION);
 
 	if (want == 0)
 		return 1;
@@ -691,7 +810,7 @@ tail_loadable(const struct snapshot *s, int which, uint32_t n)
 	return n - want >= s->n_pos - have;
 }
 
-/* Whether the file's stores with tails are all q4_0 ones, with their rings, and no window. */
+/* Whether the file's stores with rings are all q4_0 ones, with their rings, and no window. */
 static int
 rings_only(const struct snapshot *s)
 {
@@ -707,13 +826,13 @@ loadable(const struct snapshot *s, uint32_t n)
 {
 	if (s->n_rows < s->n_pos)	/* a wrapped ring: its old rows are overwritten */
 		return n == s->n_pos || n == 0;
-	return tail_loadable(s, 0, n) && tail_loadable(s, 1, n);
+	return ring_loadable(s, KV_K, n) && ring_loadable(s, KV_V, n);
 }
 
 int
 snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 {
-	const uint8_t *tail;
+	const uint8_t *ring;
 	uint32_t l, p;
 	int rows, w;
 
@@ -735,7 +854,7 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 	}
 	if (s->version == 3 && (kv->k_type == KV_F16 || kv->v_type == KV_F16)) {
 		llm_seterr("a windowed f16 cache of snapshot format version 3 has its rows where "
-		    "this build's do not fit (version 4 keeps f16 tails): recompute it");
+		    "this build's do not fit (version 4 keeps f16 rings): recompute it");
 		return -1;
 	}
 	if (n > s->n_pos || !loadable(s, n)) {
@@ -743,36 +862,32 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		return -1;
 	}
 	kv_clear(kv);
-	if (kv_set_seq_len(kv, (int)n) < 0)
+	if (kv_grow_to(kv, (int)n) < 0)
 		return -1;
 	/*
 	 * Every block is checked, even past n: a damaged file is refused
 	 * whatever part of it is used.  The rows of [0, n) of a layer are
 	 * contiguous in both the file and the cache; so are grouped keys'
-	 * groups.  The tail rows after them go to the rings.
+	 * groups.  The ring rows after them go to the rings.
 	 */
 	rows = kv_rows(kv, (int)n);
 	for (l = 0; l < s->meta.n_layers; l++) {
-		for (w = 0; w < 2; w++) {
-			size_t row = kv_tail_row_bytes(kv, w);
-			if (verify_copy(s, l, w, kv_unit(kv, w, (int)l, 0), main_bytes(kv, w, rows)) < 0) {
+		for (w = KV_K; w <= KV_V; w++) {
+			size_t row = kv->ring[w] ? kv_ring_row_bytes(kv, w) : 0;
+			if (verify_copy(s, l, w, kv_unit(kv, (int)l, w, 0), main_bytes(kv, w, rows)) < 0) {
 				kv_clear(kv);
 				return -1;
 			}
-			/* the file's tail rows are those of [n_pos - have, n_pos) */
-			uint32_t have = (uint32_t)kv_file_tail(w ? kv->v_type : kv->k_type, w,
-			    (int)s->n_pos, (int)s->version);
-			tail = (const uint8_t *)snapshot_block(s, l, w) + main_bytes(kv, w, (int)s->n_rows);
-			for (p = n - (uint32_t)file_tail(kv, w, (int)n); kv->tail[w] && p < n; p++)
-				memcpy(kv_tail_row(kv, w, (int)l, (int)p),
-				    tail + (size_t)(p - (s->n_pos - have)) * row, row);
+			/* the file's ring rows are those of [n_pos - have, n_pos) */
+			uint32_t have = (uint32_t)file_ring(w ? kv->v_type : kv->k_type, w,
+			    (int)s->n_pos, s->version);
+			ring = (const uint8_t *)snapshot_block(s, l, w) + main_bytes(kv, w, (int)s->n_rows);
+			for (p = n - (uint32_t)cache_ring(kv, w, (int)n); kv->ring[w] && p < n; p++)
+				memcpy(kv_ring_row(kv, (int)l, w, (int)p),
+				    ring + (size_t)(p - (s->n_pos - have)) * row, row);
 		}
 	}
-	kv->written = (int)n;
-	for (l = 0; l < s->meta.n_layers; l++)
-		kv->tail_end[l] = kv->ring_end[l] = (int)n;
-	kv->groups = kv_grouped(kv) ? (int)n / KV_GROUP : 0;
-	return 0;
+	return kv_restore(kv, (int)n);
 }
 
 int

@@ -8,7 +8,7 @@
 #include "kv.h"
 
 #define SNAP_MAGIC "LLMKVSNP"
-#define SNAP_VERSION 5		/* the highest this build reads (KV_FORMAT); f32 caches are version 1 */
+#define SNAP_VERSION 5		/* the highest this build reads, and the layout of its caches (f32 ones are written as version 1) */
 #define SNAP_HEADER_SIZE 128	/* versions 1 and 2 */
 #define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache), 4 (f16 stores) and 5 (q4_0 stores) */
 #define SNAP_ALIGN 4096
@@ -39,7 +39,7 @@ struct snapshot {
 	const uint8_t *positions;	/* n_rows little-endian uint32; NULL: row r is position r */
 	/* A wrapped window's rows by position: sink_slots, then the ring from ring_oldest. */
 	uint32_t sink_slots, ring_slots, ring_oldest;	/* ring_slots 0: rows are in order */
-	uint32_t tail_slot;		/* the row of the incomplete key group's first position */
+	uint32_t ring_slot;		/* the row of the incomplete key group's first position */
 	struct snap_dir *dir;		/* n_layers entries, decoded */
 };
 
@@ -62,7 +62,7 @@ uint64_t snapshot_sum(const void *p, size_t n);
 
 /*
  * Write positions [0, n_pos) of the cache and their tokens to path,
- * atomically.  With tails (grouped keys, f16 stores), n_pos's group must
+ * atomically.  With rings (grouped keys, f16 and q4_0 stores), n_pos's group must
  * still be in the ring: within its rows of the newest position written.
  * 0, or -1 with llm_err() set and any old file intact.
  */
@@ -74,7 +74,7 @@ int snapshot_open(struct snapshot *s, const char *path);
 void snapshot_close(struct snapshot *s);
 
 uint32_t snapshot_token(const struct snapshot *s, uint32_t pos);
-/* The K (which 0) or V (1) block of a layer, as stored (llm-kv(5)). */
+/* The K or V (KV_K, KV_V) block of a layer, as stored (llm-kv(5)). */
 const void *snapshot_block(const struct snapshot *s, uint32_t layer, int which);
 /* Row r of a block, dequantized and rotated back: kv_dim floats into out. */
 void snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, float *out);
@@ -102,7 +102,7 @@ int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
  * exact rows are not stored: the rest is recomputed, and the results
  * stay bitwise those of recomputing everything.  A wrapped window that
  * would have to be cut is not loaded at all (0), nor are q4_0 stores cut
- * short of the file's ring of KV_TAIL positions (kv.h), nor files before
+ * short of the file's ring of 160 positions (kv.h), nor files before
  * format version 5 that have q4_0 stores.  Returns the position the
  * caller computes from: the positions loaded, except that q4_0 rings
  * load a whole file whose tokens are all of ids and return its last
@@ -115,7 +115,7 @@ int snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int
  * layer or all, positions A to B inclusive or all, one head or all.
  */
 struct snap_slice {
-	int which;		/* 0: K, 1: V, -1: both */
+	int which;		/* KV_K, KV_V, or -1: both */
 	long layer, head;	/* -1: all */
 	int have_pos;
 	long pos_a, pos_b;

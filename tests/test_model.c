@@ -522,19 +522,20 @@ typed_cache(const struct model *mm, struct kv *kv, int t, int max_ctx, int preal
 	    kv_types[t][0], kv_types[t][1]);
 }
 
-/* Every stored byte of the first n positions: rows or groups, and the tail rows after them. */
+/* Every stored byte of the first n positions: rows or groups, and the ring rows the next query reads. */
 static int
 same_cache(const struct kv *a, const struct kv *b, int n)
 {
 	for (int l = 0; l < a->n_layers; l++)
-		for (int w = 0; w < 2; w++) {
-			int tail = kv_file_tail(w ? a->v_type : a->k_type, w, n, KV_FORMAT);
-			size_t row = kv_tail_row_bytes(a, w), len = kv_block_bytes(a, w, n);
-			size_t part = a->tail[w] ? len - (size_t)tail * row : len;
-			if (memcmp(kv_unit(a, w, l, 0), kv_unit(b, w, l, 0), part) != 0)
+		for (int w = KV_K; w <= KV_V; w++) {
+			int rows = kv_rows(a, n), grouped = kv_type_grouped(w ? a->v_type : a->k_type, w);
+			size_t unit = w ? a->v_unit : a->k_unit;
+			size_t len = grouped ? (size_t)(rows / KV_GROUP) * unit : (size_t)rows * unit;
+			if (memcmp(kv_unit(a, l, w, 0), kv_unit(b, l, w, 0), len) != 0)
 				return 0;
-			for (int p = n - tail; a->tail[w] && p < n; p++)
-				if (memcmp(kv_tail_row(a, w, l, p), kv_tail_row(b, w, l, p), row))
+			for (int p = kv_ring_from(a, w, n); a->ring[w] && p < n; p++)
+				if (memcmp(kv_ring_row(a, l, w, p), kv_ring_row(b, l, w, p),
+				    kv_ring_row_bytes(a, w)))
 					return 0;
 		}
 	return 1;

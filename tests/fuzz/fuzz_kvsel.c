@@ -56,7 +56,6 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 				}
 				kv_put_k(&kv, l, p, 1, k, meta.kv_dim);
 				kv_put_v(&kv, l, p, 1, v, meta.kv_dim);
-				kv_put_tail(&kv, l, p, 1, k, v, meta.kv_dim);
 			}
 		}
 		kv_set_seq_len(&kv, shape[i].n_pos);

@@ -117,7 +117,6 @@ snapshots(void)
 					}
 					kv_put_k(&kv, l, p, 1, k, 8);
 					kv_put_v(&kv, l, p, 1, v, 8);
-					kv_put_tail(&kv, l, p, 1, k, v, 8);
 				}
 			}
 			kv_set_seq_len(&kv, n_pos[i]);
