@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../lib/snapshot.h"
+#include "../lib/tokstream.h"
 #include "../lib/util.h"
 #include "tool.h"
 
@@ -19,14 +20,15 @@ usage(int status)
 int
 main(int argc, char *argv[])
 {
+	enum { O_K = 256, O_V, O_LAYER, O_POS, O_HEAD, O_RAW, O_TOKENS };
 	static const struct option longopts[] = {
-		{ "k", no_argument, NULL, 'k' },
-		{ "v", no_argument, NULL, 'v' },
-		{ "layer", required_argument, NULL, 'l' },
-		{ "pos", required_argument, NULL, 'p' },
-		{ "head", required_argument, NULL, 'H' },
-		{ "raw", no_argument, NULL, 'r' },
-		{ "tokens", no_argument, NULL, 't' },
+		{ "k", no_argument, NULL, O_K },
+		{ "v", no_argument, NULL, O_V },
+		{ "layer", required_argument, NULL, O_LAYER },
+		{ "pos", required_argument, NULL, O_POS },
+		{ "head", required_argument, NULL, O_HEAD },
+		{ "raw", no_argument, NULL, O_RAW },
+		{ "tokens", no_argument, NULL, O_TOKENS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -41,17 +43,17 @@ main(int argc, char *argv[])
 	argv0 = "llm-kvdump";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'k': k = 1; sl.which = KV_K; break;
-		case 'v': v = 1; sl.which = KV_V; break;
-		case 'l': sl.layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
-		case 'p':
+		case O_K: k = 1; sl.which = KV_K; break;
+		case O_V: v = 1; sl.which = KV_V; break;
+		case O_LAYER: sl.layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
+		case O_POS:
 			if (opt_range(optarg, &sl.pos_a, &sl.pos_b) < 0)
 				die(2, "--pos: %s", llm_err());
 			sl.have_pos = 1;
 			break;
-		case 'H': sl.head = opt_int("--head", optarg, 0, INT32_MAX); break;
-		case 'r': raw = 1; break;
-		case 't': tokens = 1; break;
+		case O_HEAD: sl.head = opt_int("--head", optarg, 0, INT32_MAX); break;
+		case O_RAW: raw = 1; break;
+		case O_TOKENS: tokens = 1; break;
 		case 'h': usage(0); break;
 		case 'V': version(); break;
 		default: usage(2);
@@ -67,11 +69,12 @@ main(int argc, char *argv[])
 		die(1, "%s: %s", path, llm_err());
 
 	if (tokens) {
+		int *ids = xmalloc((s.n_pos ? s.n_pos : 1) * sizeof *ids);
 		for (p = 0; p < s.n_pos; p++)
-			if (printf("%u\n", snapshot_token(&s, p)) < 0)
-				die(1, "stdout:");
-		if (fflush(stdout) == EOF)
+			ids[p] = (int)snapshot_token(&s, p);
+		if (tokstream_write_ids(stdout, ids, s.n_pos) < 0)
 			die(1, "stdout:");
+		free(ids);
 		snapshot_close(&s);
 		return 0;
 	}

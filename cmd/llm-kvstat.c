@@ -239,10 +239,11 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 int
 main(int argc, char *argv[])
 {
+	enum { O_JSON = 256, O_SVG, O_LAYER };
 	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "svg", required_argument, NULL, 's' },
-		{ "layer", required_argument, NULL, 'l' },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "svg", required_argument, NULL, O_SVG },
+		{ "layer", required_argument, NULL, O_LAYER },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -263,9 +264,9 @@ main(int argc, char *argv[])
 	argv0 = "llm-kvstat";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'j': json = 1; break;
-		case 's': svg = optarg; break;
-		case 'l': layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
+		case O_JSON: json = 1; break;
+		case O_SVG: svg = optarg; break;
+		case O_LAYER: layer = opt_int("--layer", optarg, 0, INT32_MAX); break;
 		case 'h': usage(0); break;
 		case 'V': version(); break;
 		default: usage(2);

@@ -109,7 +109,6 @@ main(int argc, char *argv[])
 	int quiet = 0;
 	struct chat_msg *msgs;
 	size_t n_msgs;
-	size_t k;
 
 	argv0 = "llm-tokenize";
 	while ((c = getopt_long(argc, argv, "m:dqh", longopts, NULL)) != -1) {
@@ -185,10 +184,7 @@ main(int argc, char *argv[])
 			chat_free(msgs, n_msgs);
 		if (eos)
 			ids_push(&ids, t.eos);
-		for (k = 0; k < ids.n; k++)
-			if (printf("%d\n", ids.v[k]) < 0)
-				die(1, "stdout:");
-		if (fflush(stdout) == EOF)
+		if (tokstream_write_ids(stdout, ids.v, ids.n) < 0)
 			die(1, "stdout:");
 	}
 	ids_free(&ids);

@@ -86,3 +86,12 @@ tokstream_write(FILE *fp, int id)
 		return -1;
 	return 0;
 }
+
+int
+tokstream_write_ids(FILE *fp, const int *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fprintf(fp, "%d\n", ids[i]) < 0)
+			return -1;
+	return fflush(fp) == EOF ? -1 : 0;
+}

@@ -2,6 +2,7 @@
 #ifndef LLM_TOKSTREAM_H
 #define LLM_TOKSTREAM_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 struct tokstream {
@@ -21,7 +22,12 @@ int tokstream_next(struct tokstream *ts, int *id);
 /* Read every id; *ids is malloc'd. 0 or -1. */
 int tokstream_read_all(struct tokstream *ts, int **ids, int *n);
 
-/* One id per line, flushed at once so pipelines stream. 0 or -1 (errno). */
+/*
+ * The one way ids are written: one per line, decimal.  tokstream_write
+ * flushes at once so pipelines stream; tokstream_write_ids writes n and
+ * flushes at the end.  0 or -1 (errno).
+ */
 int tokstream_write(FILE *fp, int id);
+int tokstream_write_ids(FILE *fp, const int *ids, size_t n);
 
 #endif
