@@ -21,9 +21,12 @@ MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1
 MAN5 = man/llm-kv.5
 MAN7 = man/llm.7
 
-TESTLIBSRC = tests/ggufw.c tests/fixture.c
-TESTLIBOBJ = $(TESTLIBSRC:.c=.o)
-TESTBIN = tests/mkmodel tests/test_kv tests/test_gguf tests/test_model tests/test_tok \
+# The GGUF writer and the model maker that tests, bench, examples and the demo share.
+MKSRC = tools/ggufw.c tools/fixture.c
+MKOBJ = $(MKSRC:.c=.o)
+MKMODEL = tools/mkmodel
+
+TESTBIN = tests/test_kv tests/test_gguf tests/test_model tests/test_tok \
 	tests/test_snapshot tests/test_quant
 BENCHBIN = bench/membw bench/fmapeak
 
@@ -36,12 +39,12 @@ REPLAYBIN = tests/fuzz/replay-gguf tests/fuzz/replay-snapshot tests/fuzz/replay-
 	tests/fuzz/replay-tok tests/fuzz/replay-kvsel tests/fuzz/replay-chat
 FUZZ_SECONDS = 60
 
-all: $(LIB) $(BIN)
+all: $(LIB) $(BIN) $(MKMODEL)
 
 $(LIBOBJ): $(LIBHDR) config.mk
 $(BIN:=.o) $(TOOLOBJ): $(LIBHDR) cmd/tool.h config.mk
-$(TESTLIBOBJ) $(TESTBIN:=.o): $(LIBHDR) tests/ggufw.h tests/fixture.h tests/check.h config.mk
-$(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tests/fixture.h tests/fuzz/fuzz.h config.mk
+$(MKOBJ) $(MKMODEL:=.o) $(TESTBIN:=.o): $(LIBHDR) cmd/tool.h tools/ggufw.h tools/fixture.h tests/check.h config.mk
+$(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/fuzz/fuzz.h config.mk
 
 .c.o:
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
@@ -71,10 +74,10 @@ cmd/llm-tokenize: cmd/llm-tokenize.o
 cmd/llm-kvstat: cmd/llm-kvstat.o
 cmd/llm-kvdump: cmd/llm-kvdump.o
 
-$(TESTBIN): $(TESTLIBOBJ) $(TOOLOBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $@.o $(TESTLIBOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
+$(MKMODEL) $(TESTBIN): $(MKOBJ) $(TOOLOBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $@.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 
-tests/mkmodel: tests/mkmodel.o
+tools/mkmodel: tools/mkmodel.o
 tests/test_kv: tests/test_kv.o
 tests/test_gguf: tests/test_gguf.o
 tests/test_model: tests/test_model.o
@@ -82,7 +85,7 @@ tests/test_tok: tests/test_tok.o
 tests/test_snapshot: tests/test_snapshot.o
 tests/test_quant: tests/test_quant.o
 
-FUZZLINK = $(FUZZLIBOBJ) $(TESTLIBOBJ) $(TOOLOBJ) $(LIB)
+FUZZLINK = $(FUZZLIBOBJ) $(MKOBJ) $(TOOLOBJ) $(LIB)
 tests/fuzz/replay-gguf: tests/fuzz/fuzz_gguf.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_gguf.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-snapshot: tests/fuzz/fuzz_snapshot.o $(FUZZLINK)
@@ -95,8 +98,8 @@ tests/fuzz/replay-kvsel: tests/fuzz/fuzz_kvsel.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_kvsel.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-chat: tests/fuzz/fuzz_chat.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_chat.o $(FUZZLINK) $(LDLIBS)
-tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(TOOLOBJ) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(TESTLIBOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
+tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 
 # The probe is built to read as fast as the machine can.
 bench/membw: bench/membw.c
@@ -121,17 +124,17 @@ check-asan:
 
 # Regenerate tests/ref/*.logp, llama.cpp's figures for the family tests, with
 # ../shared/ref/ref-score (skipped, with a message, where it is absent).
-check-ref: all tests/mkmodel
+check-ref: all
 	sh tests/mkref.sh
 
 # libFuzzer on every target for FUZZ_SECONDS each (clang; see tests/fuzz/run.sh).
 fuzz: tests/fuzz/mkseeds
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
 
-bench: all tests/mkmodel tests/test_quant $(BENCHBIN)
+bench: all $(BENCHBIN)
 	sh bench/bench.sh
 
-demo: all tests/mkmodel
+demo: all
 	sh examples/demo.sh
 
 install: all
@@ -150,7 +153,7 @@ uninstall:
 
 clean:
 	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TOOLOBJ) $(TESTBIN) $(TESTBIN:=.o) \
-		$(TESTLIBOBJ) $(BENCHBIN) $(BENCHBIN:=.o) \
+		$(MKMODEL) $(MKMODEL:=.o) $(MKOBJ) $(BENCHBIN) $(BENCHBIN:=.o) \
 		$(FUZZOBJ) $(FUZZLIBOBJ) $(REPLAYBIN) tests/fuzz/mkseeds tests/fuzz/mkseeds.o
 	rm -rf tests/tmp bench/tmp tests/fuzz/build
 

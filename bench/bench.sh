@@ -17,14 +17,14 @@ json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
 now() { date +%s.%N; }
 # native_isa: the kernels llm-decode uses on this machine, as it says (--stats-json)
 native_isa() {
-	[ -f "$TMP/isa.gguf" ] || tests/mkmodel -o "$TMP/isa.gguf" || exit 1
+	[ -f "$TMP/isa.gguf" ] || tools/mkmodel -o "$TMP/isa.gguf" || exit 1
 	echo 1 | LLM_ISA= $D -m "$TMP/isa.gguf" -n 1 --stats-json 2>&1 >/dev/null |
 		sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p'
 }
 
 for ty in $TYPES; do
 	[ -f "$TMP/smollm2-135m-$ty.gguf" ] ||
-		tests/mkmodel -s smollm2-135m -t "$ty" -o "$TMP/smollm2-135m-$ty.gguf" || exit 1
+		tools/mkmodel -s smollm2-135m -t "$ty" -o "$TMP/smollm2-135m-$ty.gguf" || exit 1
 done
 # Prompts of ordinary ids; the weights are random anyway.
 prompt() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) print 1000 + (i * 7919) % 40000 }'; }
@@ -65,7 +65,7 @@ echo "bound/s: read bandwidth measured by bench/membw over the weight bytes a to
 
 th=$(echo $THREADS | awk '{ print $NF }')
 m="$TMP/smollm2-135m-q8_0.gguf"
-[ -f "$m" ] || tests/mkmodel -s smollm2-135m -t q8_0 -o "$m" || exit 1
+[ -f "$m" ] || tools/mkmodel -s smollm2-135m -t q8_0 -o "$m" || exit 1
 REF=${LLAMA_BENCH:-../shared/ref/llama-bench}
 SCORE=${REF_SCORE:-../shared/ref/ref-score}
 [ -x "$REF" ] || echo "llama.cpp: $REF not present, so no llama.cpp figures"
@@ -187,7 +187,7 @@ fi
 # REF_KV); and the perplexity change on stories260K's 2000-token text
 # (bench/stories260K-2000.ids, made by bench/mktext.sh).
 ma="$TMP/smollm2-135m-q8_0-std05.gguf"
-[ -f "$ma" ] || tests/mkmodel -s smollm2-135m -t q8_0 -w 0.05 -o "$ma" || exit 1
+[ -f "$ma" ] || tools/mkmodel -s smollm2-135m -t q8_0 -w 0.05 -o "$ma" || exit 1
 awk 'BEGIN { x = 12345; for (i = 0; i < 300; i++) { x = (x * 1103515245 + 12345) % 2147483648; print int(x / 65536) % 49152 } }' >"$TMP/r300"
 st=../shared/models/stories260K.gguf
 # meanabs A B: the mean |difference| of two columns of log-probabilities
@@ -228,21 +228,21 @@ printf ']' >>"$JSON"
 # against our f32, llama.cpp's (ref-score) against its f32.  Q6_K's blocks
 # of 256 do not fit SmolLM2's 576-wide rows: its file, as llama.cpp's
 # quantizer makes one, has q6_K where rows are 1536 wide (FFN-down) and
-# q8_0 elsewhere (tests/fixture.c).
+# q8_0 elsewhere (tools/fixture.c).
 echo
 echo "accuracy of the weight types against the f32 model: mean |change of log p| (SmolLM2 shape, std 0.05, 300 random tokens)"
 echo "(each instruction set: AVX2 rounds x to 16 bits for q4_0, q5_0, q4_K and q6_K, avx512vnni for q8_0;"
 echo " q6_K: as llama.cpp quantizes this shape, q8_0 where rows are 576 wide)"
 printf '%-11s %-10s %10s %12s\n' weights isa "mean |dlp|" "llama.cpp"
 wf="$TMP/smollm2-135m-f32-std05.gguf"
-[ -f "$wf" ] || tests/mkmodel -s smollm2-135m -t f32 -w 0.05 -o "$wf" || exit 1
+[ -f "$wf" ] || tools/mkmodel -s smollm2-135m -t f32 -w 0.05 -o "$wf" || exit 1
 rf=no
 [ -x "$SCORE" ] && "$SCORE" "$wf" <"$TMP/r300" >"$TMP/rw-f32" 2>/dev/null && rf=yes
 printf ',"weight_accuracy":[' >>"$JSON"
 sep=
 for wt in q8_0 q6_K q4_0 q4_K_mix; do
 	f="$TMP/smollm2-135m-$wt-std05.gguf"
-	[ -f "$f" ] || tests/mkmodel -s smollm2-135m -t "$wt" -w 0.05 -o "$f" || exit 1
+	[ -f "$f" ] || tools/mkmodel -s smollm2-135m -t "$wt" -w 0.05 -o "$f" || exit 1
 	ref=-
 	[ $rf = yes ] && "$SCORE" "$f" <"$TMP/r300" >"$TMP/rw-x" 2>/dev/null && ref=$(meanabs "$TMP/rw-f32" "$TMP/rw-x")
 	for isa in $ISAS; do
@@ -537,7 +537,7 @@ printf ',"families":[' >>"$JSON"
 fsep=
 for fam in llama qwen2 qwen3 phi3; do
 	fm="$TMP/smollm2-135m-q8_0-$fam.gguf"
-	[ -f "$fm" ] || tests/mkmodel -s smollm2-135m -t q8_0 -A "$fam" -o "$fm" || exit 1
+	[ -f "$fm" ] || tools/mkmodel -s smollm2-135m -t q8_0 -A "$fam" -o "$fm" || exit 1
 	: >"$TMP/fam"
 	for r in $(seq "$ROUNDS"); do
 		$D -m "$fm" -t "$th" -n 64 --warmup --ignore-eos --greedy --stats-json <"$TMP/p128" \
@@ -553,7 +553,7 @@ for fam in llama qwen2 qwen3 phi3; do
 done
 printf ']' >>"$JSON"
 qm="$TMP/qwen2.5-0.5b-q8_0.gguf"
-[ -f "$qm" ] || tests/mkmodel -s qwen2.5-0.5b -t q8_0 -o "$qm" || exit 1
+[ -f "$qm" ] || tools/mkmodel -s qwen2.5-0.5b -t q8_0 -o "$qm" || exit 1
 echo "Qwen2.5-0.5B shape (qwen2, q8_0, tied), $th threads, $ROUNDS alternating rounds: decode 64, prefill 128, peak RSS MB"
 printf '%-10s %9s %9s %9s\n' program "dec/s" "pp128/s" "rss MB"
 : >"$TMP/qw"

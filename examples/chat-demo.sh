@@ -9,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 model=${LLM_MODEL:-../shared/models/stories260K.gguf}
 if [ ! -f "$model" ]; then
 	model=$tmp/random.gguf
-	tests/mkmodel -o "$model"
+	tools/mkmodel -o "$model"
 	echo "(no model found: a random one, so the words are random)"
 fi
 chat="sh examples/chat.sh -m $model -n 30"

@@ -14,7 +14,7 @@ if [ -z "$model" ]; then
 	if [ ! -f "$model" ]; then
 		model=$tmp/demo-random.gguf
 		# mostly word pieces, few byte tokens: random, but readable
-		tests/mkmodel -t q8_0 -v 4096 -o "$model"
+		tools/mkmodel -t q8_0 -v 4096 -o "$model"
 		random=1
 	fi
 fi

@@ -47,7 +47,7 @@ need() {
 
 # tiny TYPE: path of the tiny fixture model of that type, made once.
 tiny() {
-	[ -f "$TMP/tiny-$1.gguf" ] || "$PWD/tests/mkmodel" -t "$1" -o "$TMP/tiny-$1.gguf" >&2 ||
+	[ -f "$TMP/tiny-$1.gguf" ] || "$PWD/tools/mkmodel" -t "$1" -o "$TMP/tiny-$1.gguf" >&2 ||
 		fail "mkmodel -t $1"
 	echo "$TMP/tiny-$1.gguf"
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make check-ref: regenerate tests/ref/FAMILY.logp, llama.cpp's log-probabilities
-# of tests/ref/stream.ids under each family's random model (tests/mkmodel -s
+# of tests/ref/stream.ids under each family's random model (tools/mkmodel -s
 # small with the family's options, written the same way on every machine), with
 # ../shared/ref/ref-score (f32 cache).  make check compares llm-decode --score
 # with these files, so it needs neither ../shared nor llama.cpp.
@@ -17,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 awk 'BEGIN { x = 7; for (i = 0; i < 200; i++) { x = (x * 1103515245 + 12345) % 2147483648; print int(x / 65536) % 320 } }' \
 	>tests/ref/stream.ids
 while read -r name opts; do
-	tests/mkmodel -s small $opts -o "$tmp/$name.gguf"
+	tools/mkmodel -s small $opts -o "$tmp/$name.gguf"
 	"$REF" "$tmp/$name.gguf" <tests/ref/stream.ids >tests/ref/$name.logp 2>/dev/null
 	echo "check-ref: tests/ref/$name.logp: $(wc -l <tests/ref/$name.logp) log-probabilities (mkmodel -s small $opts)"
 done <<'LIST'

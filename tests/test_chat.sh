@@ -5,7 +5,7 @@ T="$BIN/llm-tokenize"
 
 # chatmodel FAMILY: a tiny model whose vocabulary and tokenizer.chat_template are the family's
 chatmodel() {
-	[ -f "$TMP/chat-$1.gguf" ] || "$PWD/tests/mkmodel" -C "$1" -o "$TMP/chat-$1.gguf" >&2 ||
+	[ -f "$TMP/chat-$1.gguf" ] || "$PWD/tools/mkmodel" -C "$1" -o "$TMP/chat-$1.gguf" >&2 ||
 		fail "mkmodel -C $1"
 	echo "$TMP/chat-$1.gguf"
 }

@@ -43,7 +43,7 @@ quiet_silences_all_but_errors() {
 	echo 99999 | "$D" -m "$m" -q -n 1 >/dev/null 2>"$TMP/err"
 	grep -q "99999" "$TMP/err" || fail "-q silenced an error"
 	# llm-tokenize: a vocabulary with a pre-tokenizer it does not know warns, unless -q
-	"$PWD/tests/mkmodel" -B no-such-pre -o "$TMP/bpe.gguf" || fail "mkmodel -B"
+	"$PWD/tools/mkmodel" -B no-such-pre -o "$TMP/bpe.gguf" || fail "mkmodel -B"
 	"$BIN/llm-tokenize" -m "$TMP/bpe.gguf" hello >/dev/null 2>"$TMP/err" || fail "exit $?"
 	grep -q "unknown pre-tokenizer 'no-such-pre'" "$TMP/err" || fail "no warning: $(cat "$TMP/err")"
 	"$BIN/llm-tokenize" -q -m "$TMP/bpe.gguf" hello >/dev/null 2>"$TMP/err" || fail "exit $?"

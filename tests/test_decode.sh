@@ -103,14 +103,14 @@ stops_at_eos_unless_ignore_eos() {
 	# Make a model whose EOS is the 6th token greedy decoding produces.
 	eos=$(sed -n 6p "$TMP/free")
 	first=$(grep -n "^$eos\$" "$TMP/free" | head -n 1 | cut -d: -f1)
-	"$PWD/tests/mkmodel" -t f32 -E "$eos" -o "$TMP/eos.gguf" || fail "exit $?"
+	"$PWD/tools/mkmodel" -t f32 -E "$eos" -o "$TMP/eos.gguf" || fail "exit $?"
 	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy -n 40 >"$TMP/out" || fail "exit $?"
 	head -n $((first - 1)) "$TMP/free" | cmp - "$TMP/out" || fail "did not stop before EOS $eos"
 	echo 1 | "$D" -m "$TMP/eos.gguf" --greedy --ignore-eos -n 40 | cmp - "$TMP/free" ||
 		fail "--ignore-eos did not run on"
 	# Llama 3's end of turn and end of message stop it too
 	for end in T M; do
-		"$PWD/tests/mkmodel" -t f32 -$end "$eos" -o "$TMP/end$end.gguf" || fail "exit $?"
+		"$PWD/tools/mkmodel" -t f32 -$end "$eos" -o "$TMP/end$end.gguf" || fail "exit $?"
 		echo 1 | "$D" -m "$TMP/end$end.gguf" --greedy -n 40 >"$TMP/out" || fail "exit $?"
 		head -n $((first - 1)) "$TMP/free" | cmp -s - "$TMP/out" || fail "did not stop before -$end $eos"
 	done

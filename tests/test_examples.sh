@@ -10,10 +10,10 @@ demo_runs() {
 
 demo_runs_with_a_random_model_when_no_model_is_found() {
 	# Point the demo away from ../shared by running a copy of it elsewhere.
-	mkdir -p "$TMP/proj/examples" "$TMP/proj/cmd" "$TMP/proj/tests"
+	mkdir -p "$TMP/proj/examples" "$TMP/proj/cmd" "$TMP/proj/tools"
 	cp examples/demo.sh "$TMP/proj/examples/"
 	cp cmd/llm-decode cmd/llm-tokenize "$TMP/proj/cmd/"
-	cp tests/mkmodel "$TMP/proj/tests/"
+	cp tools/mkmodel "$TMP/proj/tools/"
 	(cd "$TMP/proj" && sh examples/demo.sh) >"$TMP/rdemo" 2>&1 || fail "exit: $(tail -n 3 "$TMP/rdemo")"
 	grep -q 'random' "$TMP/rdemo" || fail "does not say the text is random"
 }
@@ -28,7 +28,7 @@ chat_demo_resumes_and_forks() {
 
 # With a chat template, the turns go through llm-tokenize --chat and still resume.
 chat_demo_uses_the_models_template() {
-	"$PWD/tests/mkmodel" -C chatml -o "$TMP/chatml.gguf" || fail "mkmodel"
+	"$PWD/tools/mkmodel" -C chatml -o "$TMP/chatml.gguf" || fail "mkmodel"
 	LLM_MODEL="$TMP/chatml.gguf" sh examples/chat-demo.sh >"$TMP/chat" 2>&1 ||
 		fail "exit $?: $(tail -n 5 "$TMP/chat")"
 	[ "$(grep -ac 'reused [1-9][0-9]* tokens' "$TMP/chat")" -eq 3 ] || fail "$(grep -a reused "$TMP/chat")"

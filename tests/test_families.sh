@@ -12,7 +12,7 @@ D="$BIN/llm-decode"
 family() {
 	name=$1
 	shift
-	"$PWD/tests/mkmodel" -s small "$@" -o "$TMP/$name.gguf" || fail "mkmodel $*"
+	"$PWD/tools/mkmodel" -s small "$@" -o "$TMP/$name.gguf" || fail "mkmodel $*"
 	"$D" -m "$TMP/$name.gguf" --score <tests/ref/stream.ids >"$TMP/ours" 2>/dev/null ||
 		fail "$name: llm-decode exited $?"
 	[ "$(wc -l <"$TMP/ours")" -eq "$(wc -l <tests/ref/$name.logp)" ] || fail "$name: line counts"
@@ -32,13 +32,13 @@ families_match_llama_cpp() {
 # The committed figures are still llama.cpp's: where ../shared has ref-score, ask it again.
 committed_figures_are_llama_cpps() {
 	[ -x "$SHARED/ref/ref-score" ] || skip "$SHARED/ref/ref-score not present"
-	"$PWD/tests/mkmodel" -s small -A qwen3 -o "$TMP/q3.gguf" || fail "mkmodel"
+	"$PWD/tools/mkmodel" -s small -A qwen3 -o "$TMP/q3.gguf" || fail "mkmodel"
 	"$SHARED/ref/ref-score" "$TMP/q3.gguf" <tests/ref/stream.ids 2>/dev/null | cmp -s - tests/ref/qwen3.logp ||
 		fail "ref-score no longer gives tests/ref/qwen3.logp: run make check-ref"
 }
 
 unknown_families_and_unused_tensors_are_errors() {
-	"$PWD/tests/mkmodel" -A mamba -o "$TMP/mamba.gguf" || fail "mkmodel"
+	"$PWD/tools/mkmodel" -A mamba -o "$TMP/mamba.gguf" || fail "mkmodel"
 	echo 1 | "$D" -m "$TMP/mamba.gguf" -n 1 >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "an unknown architecture exited $?"
 	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3 and phi3 are)$" \
@@ -48,7 +48,7 @@ unknown_families_and_unused_tensors_are_errors() {
 # The cache, its types, snapshots and weight types work for every family unchanged.
 families_resume_and_quantize_like_llama() {
 	for fam in qwen2 qwen3 phi3; do
-		"$PWD/tests/mkmodel" -A $fam -t q8_0 -o "$TMP/$fam-q8.gguf" || fail "mkmodel"
+		"$PWD/tools/mkmodel" -A $fam -t q8_0 -o "$TMP/$fam-q8.gguf" || fail "mkmodel"
 		m="$TMP/$fam-q8.gguf"
 		echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 60 --kv-type q8_0 >"$TMP/all" ||
 			fail "$fam: exit $?"
@@ -59,7 +59,7 @@ families_resume_and_quantize_like_llama() {
 		cat "$TMP/first" "$TMP/rest" | cmp -s - "$TMP/all" || fail "$fam: resumed differs"
 	done
 	# a snapshot of one family is refused by another with the same shapes
-	"$PWD/tests/mkmodel" -A qwen2 -t q8_0 -o "$TMP/q2.gguf" && "$PWD/tests/mkmodel" -t q8_0 -o "$TMP/ll.gguf" ||
+	"$PWD/tools/mkmodel" -A qwen2 -t q8_0 -o "$TMP/q2.gguf" && "$PWD/tools/mkmodel" -t q8_0 -o "$TMP/ll.gguf" ||
 		fail "mkmodel"
 	echo 1 | "$D" -m "$TMP/q2.gguf" -n 0 --kv-out "$TMP/q2.kv" || fail "exit $?"
 	echo 1 2 | "$D" -m "$TMP/ll.gguf" -n 1 --kv-in "$TMP/q2.kv" >/dev/null 2>"$TMP/err"

@@ -8,8 +8,8 @@
 #include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "check.h"
-#include "fixture.h"
-#include "ggufw.h"
+#include "../tools/fixture.h"
+#include "../tools/ggufw.h"
 
 static char dir[200], good[256], bad[256];
 static unsigned char *img;

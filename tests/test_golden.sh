@@ -29,7 +29,7 @@ stream() {
 
 model() {	# model SHAPE TYPE: a fixture, made once
 	f="$TMP/$1-$2.gguf"
-	[ -f "$f" ] || "$PWD/tests/mkmodel" -s "$1" -t "$2" -c 2048 -o "$f" >&2 || fail "mkmodel $1 $2"
+	[ -f "$f" ] || "$PWD/tools/mkmodel" -s "$1" -t "$2" -c 2048 -o "$f" >&2 || fail "mkmodel $1 $2"
 	echo "$f"
 }
 

@@ -29,7 +29,7 @@ resumed_runs_generate_the_same_ids_as_scratch() {
 
 snapshot_of_another_model_is_refused() {
 	m=$(tiny q8_0)
-	"$PWD/tests/mkmodel" -t q8_0 -S 7 -o "$TMP/other.gguf" || fail "exit $?"
+	"$PWD/tools/mkmodel" -t q8_0 -S 7 -o "$TMP/other.gguf" || fail "exit $?"
 	echo "1 2 3" | "$D" -m "$m" -n 2 --kv-out "$TMP/x.kv" >/dev/null || fail "exit $?"
 	echo "1 2 3" | "$D" -m "$TMP/other.gguf" -n 2 --kv-in "$TMP/x.kv" >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "accepted"

@@ -16,8 +16,8 @@
 #include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "check.h"
-#include "fixture.h"
-#include "ggufw.h"
+#include "../tools/fixture.h"
+#include "../tools/ggufw.h"
 
 
 /*

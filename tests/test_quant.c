@@ -12,7 +12,7 @@
 #include "../lib/quant.h"
 #include "../lib/util.h"
 #include "check.h"
-#include "ggufw.h"
+#include "../tools/ggufw.h"
 
 enum { ONE = 0x3c00, HALF = 0x3800, QUARTER = 0x3400, TWO = 0x4000, MINUS_ONE = 0xbc00 };
 

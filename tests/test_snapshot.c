@@ -23,7 +23,7 @@
 #include "../cmd/tool.h"
 #include "../lib/util.h"
 #include "check.h"
-#include "fixture.h"
+#include "../tools/fixture.h"
 
 static char dir[256], model_path[300], snap_path[300], bad_path[300];
 static struct model m;

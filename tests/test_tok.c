@@ -15,8 +15,8 @@
 #include "../lib/unicode.h"
 #include "../lib/util.h"
 #include "check.h"
-#include "fixture.h"
-#include "ggufw.h"
+#include "../tools/fixture.h"
+#include "../tools/ggufw.h"
 
 static char tmpdir[256], shared[256];
 

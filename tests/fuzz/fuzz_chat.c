@@ -15,7 +15,7 @@
 #include "../../lib/gguf.h"
 #include "../../lib/tok.h"
 #include "../../lib/util.h"
-#include "../fixture.h"
+#include "../../tools/fixture.h"
 #include "fuzz.h"
 
 static struct gguf g;

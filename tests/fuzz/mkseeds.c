@@ -15,7 +15,7 @@
 #include "../../lib/snapshot.h"
 #include "../../cmd/tool.h"
 #include "../../lib/util.h"
-#include "../fixture.h"
+#include "../../tools/fixture.h"
 
 static const char *dir;
 

@@ -28,7 +28,7 @@ tests/fuzz/mkseeds "$B/seeds" || exit 1
 
 echo "fuzz: building with $CLANG"
 objs=""
-for src in lib/*.c lib/simd/*.c cmd/tool.c tests/ggufw.c tests/fixture.c tests/fuzz/fuzz_common.c; do
+for src in lib/*.c lib/simd/*.c cmd/tool.c tools/ggufw.c tools/fixture.c tests/fuzz/fuzz_common.c; do
 	o="$B/obj/$(echo "$src" | tr / _ | sed 's/\.c$/.o/')"
 	case "$src" in
 	lib/simd/avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
@@ -36,7 +36,7 @@ for src in lib/*.c lib/simd/*.c cmd/tool.c tests/ggufw.c tests/fixture.c tests/f
 	lib/simd/vnni.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni" ;;
 	*) flags="$CF $SAN" ;;
 	esac
-	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib cmd tests -name '*.h' -newer "$o" -o -name '*.inc' -newer "$o")" ]; then
+	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib cmd tools tests -name '*.h' -newer "$o" -o -name '*.inc' -newer "$o")" ]; then
 		echo "$CLANG $flags -c -o $o $src"
 	fi
 	objs="$objs $o"
