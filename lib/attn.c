@@ -525,7 +525,7 @@ reserve(struct attn *a, int seen)
 int
 kv_attend(struct kv *kv, struct attn *a, int layer, int pos, int n, const float *q, float *out)
 {
-	int i, step = kv_attend_step(kv, pos, n), q_dim = a->n_heads * a->head_dim;
+	int i, b, q_dim = a->n_heads * a->head_dim;
 	struct attn_job job;
 
 	if (kv->kv_dim != a->n_kv_heads * a->head_dim) {
@@ -544,8 +544,9 @@ kv_attend(struct kv *kv, struct attn *a, int layer, int pos, int n, const float 
 	 * must keep the rows of the step's queries (kv_put_max), or a
 	 * window's ring wraps within the batch.
 	 */
-	for (i = 0; i < n; i += step) {
-		int p = pos + i, b = n - i < step ? n - i : step;
+	for (i = 0; i < n; i += b) {
+		int p = pos + i;
+		b = kv_attend_step(kv, p, n - i);
 		if (kv_put_appended(kv, layer, p, b) < 0)
 			return -1;
 		job = (struct attn_job){ a, kv, layer, p, b, i, q, out, NULL, NULL };

@@ -565,7 +565,7 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	 * batch written to it now must not overwrite them.
 	 */
 	if (!kv_ring_holds(kv, layer, which, kv_ring_from(kv, which, pos), pos) ||
-	    (kv->ring[which] && n > kv_put_max(kv))) {
+	    (kv->ring[which] && n > kv_put_max(kv, pos))) {
 		llm_seterr("kv: a %s cache cannot rewrite position %d after %d", kv_type_name(type),
 		    pos, kv->written);
 		return -1;
@@ -613,40 +613,58 @@ kv_attend_step(const struct kv *kv, int pos, int n)
 	/*
 	 * A batch that wraps a window's ring would overwrite rows its own
 	 * earlier tokens read: its tokens then write and attend one by one.
-	 * q4_0 stores' rings take kv_put_max at once.
+	 * A store with a ring takes kv_put_max at once.
 	 */
 	if (kv->window && pos + n > kv->slots)
 		return 1;
-	return kv_put_max(kv) < n ? kv_put_max(kv) : n;
+	return kv_put_max(kv, pos) < n ? kv_put_max(kv, pos) : n;
+}
+
+float *
+kv_append_rows(struct kv *kv, int layer, int which, int pos, int n)
+{
+	int whole = kv_attend_step(kv, pos, n) == n;
+
+	if (layer < 0 || layer >= kv->n_layers || pos < 0 || n < 1 || pos > INT_MAX - n) {
+		llm_seterr("kv: bad append of %d positions at %d to layer %d", n, pos, layer);
+		return NULL;
+	}
+	/*
+	 * The founding design's write accessor: an f32 store that takes the
+	 * batch whole is written in place, grown first, and nothing is
+	 * copied; the other types' rows wait in the cache's staging rows
+	 * until kv_attend() puts them in their type a step at a time.
+	 */
+	if (whole && (which ? kv->v_type : kv->k_type) == KV_F32) {
+		if (kv_grow_to(kv, pos + n) < 0)
+			return NULL;
+		return (float *)kv_unit(kv, layer, which, kv_slot(kv, pos));
+	}
+	if (n > kv->staged_cap) {
+		for (int w = KV_K; w <= KV_V; w++) {
+			free(kv->staged[w]);
+			kv->staged[w] = xmalloc((size_t)n * kv->kv_dim * sizeof(float));
+		}
+		kv->staged_cap = n;
+	}
+	return kv->staged[which];
 }
 
 int
-kv_append(struct kv *kv, int layer, int pos, int n, const float *k, const float *v)
+kv_append(struct kv *kv, int layer, int pos, int n)
 {
-	const float *rows[2] = { k, v };
 	int whole = kv_attend_step(kv, pos, n) == n;
 
 	if (layer < 0 || layer >= kv->n_layers || pos < 0 || n < 1 || pos > INT_MAX - n) {
 		llm_seterr("kv: bad append of %d positions at %d to layer %d", n, pos, layer);
 		return -1;
 	}
-	if (n > kv->staged_cap) {
-		for (int which = KV_K; which <= KV_V; which++) {
-			free(kv->staged[which]);
-			kv->staged[which] = xmalloc((size_t)n * kv->kv_dim * sizeof(float));
-		}
-		kv->staged_cap = n;
-	}
 	kv->staged_layer = layer, kv->staged_pos = pos, kv->staged_n = n;
 	for (int which = KV_K; which <= KV_V; which++) {
-		/* An f32 store read by no ring takes the rows at once: nothing reads them elsewhere. */
+		/* in place already (kv_append_rows): the rows are written */
 		kv->staged_put[which] = whole && (which ? kv->v_type : kv->k_type) == KV_F32;
-		if (kv->staged_put[which]) {
-			if (put(kv, which, layer, pos, n, rows[which], (size_t)kv->kv_dim) < 0)
-				return -1;
-		} else {
-			memcpy(kv->staged[which], rows[which], (size_t)n * kv->kv_dim * sizeof(float));
-		}
+		if (kv->staged_put[which] && pos + n > kv->written)
+			kv->written = pos + n;
 	}
 	return 0;
 }
@@ -654,8 +672,7 @@ kv_append(struct kv *kv, int layer, int pos, int n, const float *k, const float 
 int
 kv_appended(const struct kv *kv, int layer, int pos, int n)
 {
-	return kv->staged_layer == layer && kv->staged_pos == pos && kv->staged_n == n &&
-	    kv->staged[0];
+	return kv->staged_layer == layer && kv->staged_pos == pos && kv->staged_n == n;
 }
 
 int

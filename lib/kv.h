@@ -38,7 +38,7 @@ enum { KV_K, KV_V };
  */
 enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 #define KV_GROUP 32	/* positions of a group of quantized keys */
-#define KV_PUT 32	/* positions a batch writes to a store with a ring at once (kv_put_max) */
+#define KV_PUT 32	/* positions a batch surely writes to a store with a ring at once (kv_put_max) */
 #define KV_BACK 96	/* positions before its own group a query reads from q4_0's ring */
 #define KV_RING_MAX (KV_GROUP + KV_BACK + KV_PUT)	/* the most rows a ring has */
 
@@ -166,14 +166,15 @@ kv_ring_from(const struct kv *kv, int which, int pos)
 }
 
 /*
- * The most positions kv_put_k and kv_put_v take at once: KV_PUT if a
- * store has a ring, which must keep the rows the batch's queries read;
- * else any number.
+ * The most positions kv_put_k and kv_put_v take at once from pos: where
+ * a store has a ring, as many as leave in it the rows their queries read
+ * (its KV_GROUP + back + KV_PUT rows less the back and pos's place in
+ * its group: 64 from a group's start, at least KV_PUT); else any number.
  */
 static inline int
-kv_put_max(const struct kv *kv)
+kv_put_max(const struct kv *kv, int pos)
 {
-	return kv->ring[KV_K] || kv->ring[KV_V] ? KV_PUT : 1 << 30;
+	return kv->ring[KV_K] || kv->ring[KV_V] ? KV_GROUP + KV_PUT - pos % KV_GROUP : 1 << 30;
 }
 
 /* The slot that holds position pos: the layout's "pos" (founding design). */
@@ -219,17 +220,20 @@ int kv_grow_to(struct kv *kv, int npos);
 int kv_begin(struct kv *kv, int pos, int n);
 
 /*
- * The write accessor of the forward pass: the keys (after RoPE) and
- * values of positions [pos, pos + n) of a layer, n rows of kv_dim floats
- * each, contiguous.  The cache takes them as its type needs (an f32
- * store at once), and kv_attend() (attn.h) writes the rest and attends.
- * 0, or -1 with llm_err().
+ * The write accessor of the forward pass.  kv_append_rows gives where
+ * the keys (after RoPE) or values of positions [pos, pos + n) of a layer
+ * go: n rows of kv_dim floats, contiguous, which the pass fills (the f32
+ * store itself where it takes the batch whole, so that nothing is
+ * copied; else the cache's staging rows), or NULL with llm_err().
+ * kv_append then takes both, and kv_attend() (attn.h) writes them in
+ * their type and attends.  0, or -1 with llm_err().
  */
-int kv_append(struct kv *kv, int layer, int pos, int n, const float *k, const float *v);
+float *kv_append_rows(struct kv *kv, int layer, int which, int pos, int n);
+int kv_append(struct kv *kv, int layer, int pos, int n);
 
 /* For attn.c: whether kv_append took exactly these positions of this layer. */
 int kv_appended(const struct kv *kv, int layer, int pos, int n);
-/* For attn.c: the positions a batch of n at pos is attended to at once (kv_put_max, or 1 where a window's ring wraps). */
+/* For attn.c: the positions of a batch of n at pos attended to at once (kv_put_max, or 1 where a window's ring wraps). */
 int kv_attend_step(const struct kv *kv, int pos, int n);
 /* For attn.c: the appended rows of [pos, pos + n) into the stores, before their attention. */
 int kv_put_appended(struct kv *kv, int layer, int pos, int n);

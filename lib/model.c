@@ -338,8 +338,6 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
 	r->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
 	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
-	r->k = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
-	r->v = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	r->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
 	attn_init(&r->attn, c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, pool);
@@ -355,8 +353,6 @@ model_run_free(struct model_run *r)
 	free(r->hb);
 	free(r->hb2);
 	free(r->q);
-	free(r->k);
-	free(r->v);
 	free(r->logits);
 	free(r->rope_cs);
 	free(r->mm.xr);
@@ -633,11 +629,14 @@ forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
 		 * output joins the residual stream in the norm.
 		 */
 		add_norm(r, r->xb, r->x, l ? r->xb2 : NULL, L->attn_norm, n);
-		struct matvec qkv[] = { { r->q, Q, &L->wq }, { r->k, KV, &L->wk }, { r->v, KV, &L->wv } };
+		float *k = kv_append_rows(kv, l, KV_K, pos, n), *v = kv_append_rows(kv, l, KV_V, pos, n);
+		if (!k || !v)
+			return -1;
+		struct matvec qkv[] = { { r->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
-		struct qkv_job qj = { m, r->rope_cs, L, r->q, r->k, r->v, n };
+		struct qkv_job qj = { m, r->rope_cs, L, r->q, k, v, n };
 		run(r, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
-		if (kv_append(kv, l, pos, n, r->k, r->v) < 0 ||
+		if (kv_append(kv, l, pos, n) < 0 ||
 		    kv_attend(kv, &r->attn, l, pos, n, r->q, r->xb) < 0)
 			return -1;
 		struct matvec wo[] = { { r->xb2, D, &L->wo } };

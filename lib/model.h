@@ -76,7 +76,7 @@ void model_free(struct model *m);
 struct model_run {
 	const struct model *m;
 	struct pool *pool;	/* NULL: the calling thread alone */
-	float *x, *xb, *xb2, *hb, *hb2, *q, *k, *v;
+	float *x, *xb, *xb2, *hb, *hb2, *q;
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */

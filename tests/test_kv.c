@@ -310,11 +310,11 @@ typed_clear_keeps_capacity_and_refills_alike(void)
 	}
 }
 
-/* Grouped keys keep the newest KV_KEY_TAIL rows: going back before them is refused. */
+/* Grouped keys keep their newest rows in a ring: going back before them is refused. */
 static void
 grouped_keys_refuse_going_far_back(void)
 {
-	enum { MOST = KV_PUT };	/* positions a write may take */
+	enum { MOST = KV_GROUP + KV_PUT };	/* positions a write from a group's start may take */
 	float rows[(MOST + 1) * 32] = { 0 };
 	struct kv kv;
 
@@ -325,6 +325,7 @@ grouped_keys_refuse_going_far_back(void)
 	CHECK(kv_put_k(&kv, 0, 100, 1, rows, 32) < 0 && strstr(llm_err(), "cannot rewrite"),
 	    "went back to 100: %s", llm_err());
 	CHECK(kv_put_k(&kv, 0, 320, MOST + 1, rows, 32) < 0, "a write of %d positions", MOST + 1);
+	CHECK(kv_put_k(&kv, 0, 321, MOST, rows, 32) < 0, "a write of %d positions from 321", MOST);
 	CHECK(kv_put_k(&kv, 0, 320, MOST, rows, 32) == 0, "a write of %d positions: %s", MOST, llm_err());
 	kv_free(&kv);
 }
