@@ -124,8 +124,8 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
  * Every cache type resumes bitwise as it recomputes.  q8_0 keys and f16
  * stores keep the exact tail rows of the last group only, so a prefix
  * that ends inside an earlier group is cut back to its start.  q4_0
- * stores keep the ring of the KV_TAIL newest: a prefix is reused
- * whole if the file holds the ring's rows for it (no more than KV_TAIL
+ * stores keep the ring of the 160 newest: a prefix is reused
+ * whole if the file holds the ring's rows for it (no more than 160
  * positions saved), or not at all; the whole file is reused with its
  * last position written again.
  */
@@ -152,7 +152,7 @@ every_cache_type_resumes_bitwise(void)
 		ids[100] = (ids[100] + 1) % m.c.vocab_size;
 		r = resume_matches_scratch(base, 150, ids, 180, k);
 		CHECK(r == (tailed ? 96 : 100), "k %s v %s: divergent reused %d", k, v, r);
-		/* the same past KV_TAIL positions: q4_0 rings have the last 160 only */
+		/* the same past 160 positions: q4_0 rings have the last 160 only */
 		r = resume_matches_scratch(base, 200, ids, 180, k);
 		CHECK(r == (ring ? 0 : tailed ? 96 : 100), "k %s v %s: divergent in 200 reused %d",
 		    k, v, r);
@@ -538,7 +538,7 @@ f16_snapshots_keep_their_tails_and_old_ones_resume(void)
 
 /*
  * A cache with q4_0 stores is a version 5 file: each block ends with the
- * q8_0 rows of its ring, those of the newest min(n, KV_TAIL) positions.
+ * q8_0 rows of its ring, those of the newest min(n, 160) positions.
  * A file of q4_0 stores as versions before 5 wrote it (no rings) opens,
  * and resumes from nothing, recomputed: still bitwise.  want: the
  * logits of ids[0..more) from scratch; keys q4_0, values q4_0 or f32.

@@ -260,7 +260,7 @@ load_q6_K(const void *row, int k)
 #define LOAD_Q6_K(row, k, ...) load_q6_K(row, k)
 
 /*
- * Block loaders for decode tiles (BLOCK_type in quant_simd.h): the 32
+ * Block loaders for decode tiles (BLOCK_type in gemm.inc): the 32
  * weights of a block or sub-block at k as four chunks, from one load of
  * its bytes and one look at its scales, and the very same values as four
  * LOAD_type calls.
@@ -475,7 +475,7 @@ reduce_max256(__m256 v)
 #define REDUCE_MAX(v) reduce_max256(v)
 
 /*
- * The integer rule (quant_simd.h): a block of x as 32 int16, and weights
+ * The integer rule (gemm.inc): a block of x as 32 int16, and weights
  * as int16 in two vectors of 16 (0-15, 16-31) with their scale.
  */
 #define IVEC __m256i

@@ -5,7 +5,7 @@
  * says the processor has VNNI.
  *
  * The block-sum rule: x is rounded per block of 32 to int16 at scale
- * max|x| / 32767, ties to even (as quant_simd.h's integer rule); for an
+ * max|x| / 32767, ties to even (as gemm.inc's integer rule); for an
  * output (row r, token t), each block b gives the exact integer sum s of
  * its 32 products of weight and x integers; the output is the chain over
  * the blocks in order of o = fma((float)s, d_w * d_x, o) from 0.  No
