@@ -83,8 +83,10 @@ xaligned(size_t align, size_t n)
 const char *
 llm_compiler(void)
 {
+#define STR2(x) #x
+#define STR(x) STR2(x)
 #if defined(__clang__)
-	return "clang " __clang_version__;
+	return "clang " STR(__clang_major__) "." STR(__clang_minor__) "." STR(__clang_patchlevel__);
 #elif defined(__GNUC__)
 	return "gcc " __VERSION__;
 #else
