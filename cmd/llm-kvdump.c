@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../lib/snapshot.h"
 #include "../lib/tokstream.h"
@@ -64,6 +65,9 @@ main(int argc, char *argv[])
 	/* Refused rather than resolved by order: neither means both. */
 	if (k && v)
 		die(2, "--k and --v conflict: give one, or neither for both");
+	/* binary floats would only garble a terminal */
+	if (raw && isatty(STDOUT_FILENO))
+		die(2, "--raw writes binary floats: redirect standard output to a file or a pipe");
 	path = argv[optind];
 	if (snapshot_open(&s, path) < 0)
 		die(1, "%s: %s", path, llm_err());

@@ -135,7 +135,8 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 
 	if (cols == 0)
 		cols = 1, panel_w = 40;
-	if (!(fp = fopen(path, "w")))
+	/* "-": standard output, which then carries the SVG alone */
+	if (!(fp = strcmp(path, "-") == 0 ? stdout : fopen(path, "w")))
 		die(1, "%s:", path);
 	for (w = KV_K; w <= KV_V; w++) {
 		norm[w] = xcalloc((size_t)L * cols, sizeof(double));
@@ -232,8 +233,8 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 	}
 	fprintf(fp, "</svg>\n");
 	free(row);
-	if (fclose(fp) != 0)
-		die(1, "%s:", path);
+	if (fp == stdout ? fflush(fp) == EOF : fclose(fp) != 0)
+		die(1, "%s:", fp == stdout ? "stdout" : path);
 }
 
 int
@@ -274,6 +275,8 @@ main(int argc, char *argv[])
 	}
 	if (optind != argc - 1)
 		usage(2);
+	if (svg && strcmp(svg, "-") == 0 && json)
+		die(2, "--svg - and --json conflict: both would write to standard output");
 	path = argv[optind];
 	if (snapshot_open(&s, path) < 0)
 		die(1, "%s: %s", path, llm_err());
@@ -294,6 +297,13 @@ main(int argc, char *argv[])
 	per_pos = ((double)kv_type_unit(s.meta.k_type, KV_K, kd) /
 	    (kv_type_grouped(s.meta.k_type, KV_K) ? KV_GROUP : 1) +
 	    (double)kv_type_unit(s.meta.v_type, KV_V, kd)) * s.meta.n_layers;
+	if (svg && strcmp(svg, "-") == 0) {
+		/* the SVG alone on standard output: no table before it */
+		write_svg(&s, svg, path, lo, hi - lo);
+		free(chan), free(row), free(rows);
+		snapshot_close(&s);
+		return 0;
+	}
 	if (s.meta.k_type == s.meta.v_type)
 		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));
 	else

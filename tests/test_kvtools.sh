@@ -342,6 +342,27 @@ man_page_versions_match_the_writer() {
 		fail "versions written: $(sort -u "$TMP/versions" | tr '\n' ' ')"
 }
 
+# --svg - writes the SVG alone to standard output, never a file named "-";
+# --raw refuses a terminal.
+svg_to_stdout_and_raw_to_a_terminal() {
+	m=$(tiny f32)
+	seq 1 50 | "$D" -m "$m" -n 1 --kv-out "$TMP/d.kv" >/dev/null || fail "exit $?"
+	rm -f "$TMP/-"
+	(cd "$TMP" && "$S" --svg - d.kv >out.svg) || fail "--svg - exit $?"
+	[ ! -e "$TMP/-" ] || fail "a file named - was written"
+	python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith("svg"), r.tag' \
+		"$TMP/out.svg" || fail "stdout is not one SVG document: $(head -c 200 "$TMP/out.svg")"
+	"$S" --svg - --json "$TMP/d.kv" >/dev/null 2>"$TMP/err"; [ $? -eq 2 ] || fail "--svg - --json accepted"
+	grep -q "conflict" "$TMP/err" || fail "$(cat "$TMP/err")"
+	# a terminal on standard output, by script(1)
+	command -v script >/dev/null || skip "script(1) is needed for a terminal"
+	script -qec "$K --raw $TMP/d.kv; echo status \$?" /dev/null >"$TMP/tty" 2>&1
+	grep -q "status 2" "$TMP/tty" && grep -q "redirect standard output" "$TMP/tty" ||
+		fail "--raw on a terminal: $(cat "$TMP/tty")"
+	"$K" --raw "$TMP/d.kv" | wc -c >"$TMP/n" || fail "--raw to a pipe"
+	[ "$(cat "$TMP/n")" -eq $((50 * 3 * 2 * 32 * 4)) ] || fail "--raw bytes $(cat "$TMP/n")"
+}
+
 t resumed_runs_generate_the_same_ids_as_scratch
 t snapshot_of_another_model_is_refused
 t failed_write_leaves_the_old_snapshot
@@ -359,3 +380,4 @@ t kvdump_refuses_conflicting_and_bad_selections
 t cache_types_resume_and_show_in_the_tools
 t cache_type_options_are_checked
 t man_page_versions_match_the_writer
+t svg_to_stdout_and_raw_to_a_terminal
