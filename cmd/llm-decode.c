@@ -66,7 +66,7 @@ struct run {
 	int n_prompt, n_gen, reused, computed;
 	double t_start, t_prefill, t_first, t_end;
 	uint64_t seed;
-	int threads, stats, stats_json, quiet;
+	int threads, stats, stats_json, quiet, greedy;
 	char msg[600];		/* why the run failed (END_FAIL) */
 };
 
@@ -114,13 +114,20 @@ print_stats(const struct run *r)
 	double decode_tps = r->n_gen > 1 && decode > 0 ? (r->n_gen - 1) / decode : 0;
 	struct json j;
 
-	if (r->stats)
-		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated at %.1f tok/s, "
+	if (r->stats) {
+		char rate[64] = "", seed[64] = "";
+		/* a rate takes two tokens (the first ends the prefill); a greedy run has no seed */
+		if (r->n_gen > 1)
+			snprintf(rate, sizeof rate, " at %.1f tok/s", decode_tps);
+		if (!r->greedy)
+			snprintf(seed, sizeof seed, ", seed %llu", (unsigned long long)r->seed);
+		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated%s, "
 		    "ttft %.1f ms, %d tokens reused from a snapshot\n%s: kv %zu bytes (%d of %d positions allocated, "
-		    "%zu resident, %.1f ms growing), peak rss %zu bytes, %d threads, seed %llu\n",
-		    argv0, r->n_prompt, prefill_tps, r->n_gen, decode_tps, ttft, r->reused,
+		    "%zu resident, %.1f ms growing), peak rss %zu bytes, %d threads%s\n",
+		    argv0, r->n_prompt, prefill_tps, r->n_gen, rate, ttft, r->reused,
 		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx, kv_resident_bytes(&r->kv),
-		    r->kv.grow_seconds * 1e3, peak_rss_bytes(), r->threads, (unsigned long long)r->seed);
+		    r->kv.grow_seconds * 1e3, peak_rss_bytes(), r->threads, seed);
+	}
 	if (r->stats && r->kv.window)
 		fprintf(stderr, "%s: kv window: %d sinks and the newest %d positions in %d slots, "
 		    "%d positions evicted\n", argv0, r->kv.sinks, r->kv.window, r->kv.slots,
@@ -283,9 +290,11 @@ score(struct run *r, const int *ids, int n)
 	}
 	free(logits);
 	progress_end();
-	if (end == END_DONE && !r->quiet)
-		fprintf(stderr, "scored %d tokens, perplexity %.4f\n",
-		    n - 1 > 0 ? n - 1 : 0, n > 1 ? exp(nll / (n - 1)) : NAN);
+	/* no token scored has no perplexity; a random model's can be vast: %g */
+	if (end == END_DONE && !r->quiet && n > 1)
+		fprintf(stderr, "scored %d tokens, perplexity %.6g\n", n - 1, exp(nll / (n - 1)));
+	else if (end == END_DONE && !r->quiet)
+		fprintf(stderr, "scored 0 tokens\n");
 	return end;
 }
 
@@ -564,6 +573,7 @@ main(int argc, char *argv[])
 		die(2, "--greedy and %s conflict: --greedy takes the most likely token", sampling);
 	if (greedy)
 		temp = 0;
+	r.greedy = greedy;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))

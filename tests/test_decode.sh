@@ -191,6 +191,28 @@ warmup_changes_nothing_but_the_clock() {
 	cmp -s "$TMP/a" "$TMP/b" || fail "the tokens differ with a long prompt"
 }
 
+# The stats say only what was measured: no rate for one token, no seed
+# for a greedy run; a score of fewer than two tokens has no perplexity,
+# and a vast one prints in six significant digits (issue 34).
+stats_and_score_lines_say_only_what_was_measured() {
+	m=$(tiny f32)
+	echo 1 | "$D" -m "$m" -n 1 --greedy --stats 2>"$TMP/err" >/dev/null || fail "exit $?"
+	grep -q ' 1 generated, ttft' "$TMP/err" || fail "one token: $(cat "$TMP/err")"
+	! grep -q 'seed' "$TMP/err" || fail "greedy printed a seed: $(cat "$TMP/err")"
+	echo 1 | "$D" -m "$m" -n 3 --seed 5 --stats 2>"$TMP/err" >/dev/null || fail "exit $?"
+	grep -q ' 3 generated at [0-9.]* tok/s' "$TMP/err" && grep -q ', seed 5$' "$TMP/err" ||
+		fail "three tokens: $(cat "$TMP/err")"
+	echo 5 | "$D" -m "$m" --score 2>"$TMP/err" >"$TMP/out" || fail "exit $?"
+	[ "$(cat "$TMP/err")" = "scored 0 tokens" ] || fail "one token scored: $(cat "$TMP/err")"
+	[ ! -s "$TMP/out" ] || fail "scores for one token"
+	# a model whose logits are wild: a perplexity far past 1e6
+	"$PWD/tools/mkmodel" -w 2 -o "$TMP/wild.gguf" || fail "mkmodel"
+	seq 1 40 | "$D" -m "$TMP/wild.gguf" --score 2>"$TMP/err" >/dev/null || fail "exit $?"
+	p=$(sed -n 's/^scored 39 tokens, perplexity //p' "$TMP/err")
+	[ -n "$p" ] && [ ${#p} -le 12 ] || fail "perplexity '$p': $(cat "$TMP/err")"
+	awk -v p="$p" 'BEGIN { exit !(p + 0 > 1) }' || fail "perplexity '$p' does not parse"
+}
+
 t stories260K_reproduces_reference_ids
 t grow_on_demand_and_prealloc_give_identical_ids
 t context_overflow_exits_nonzero_after_emitting_tokens
@@ -205,3 +227,4 @@ t conflicting_options_are_refused
 t usage_and_bad_files
 t empty_prompt_starts_from_bos
 t warmup_changes_nothing_but_the_clock
+t stats_and_score_lines_say_only_what_was_measured
