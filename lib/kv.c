@@ -620,22 +620,33 @@ kv_attend_step(const struct kv *kv, int pos, int n)
 	return kv_put_max(kv, pos) < n ? kv_put_max(kv, pos) : n;
 }
 
+/*
+ * Whether a batch's rows of K or V go straight to the store: an f32 store
+ * that takes the batch whole (the founding design's write accessor,
+ * nothing copied).  Other types' rows wait in the staging rows until
+ * kv_attend() puts them in their type a step at a time.
+ */
+static int
+in_place(const struct kv *kv, int which, int pos, int n)
+{
+	return (which ? kv->v_type : kv->k_type) == KV_F32 && kv_attend_step(kv, pos, n) == n;
+}
+
+static int
+bad_append(const struct kv *kv, int layer, int pos, int n)
+{
+	if (layer >= 0 && layer < kv->n_layers && pos >= 0 && n >= 1 && pos <= INT_MAX - n)
+		return 0;
+	llm_seterr("kv: bad append of %d positions at %d to layer %d", n, pos, layer);
+	return 1;
+}
+
 float *
 kv_append_rows(struct kv *kv, int layer, int which, int pos, int n)
 {
-	int whole = kv_attend_step(kv, pos, n) == n;
-
-	if (layer < 0 || layer >= kv->n_layers || pos < 0 || n < 1 || pos > INT_MAX - n) {
-		llm_seterr("kv: bad append of %d positions at %d to layer %d", n, pos, layer);
+	if (bad_append(kv, layer, pos, n))
 		return NULL;
-	}
-	/*
-	 * The founding design's write accessor: an f32 store that takes the
-	 * batch whole is written in place, grown first, and nothing is
-	 * copied; the other types' rows wait in the cache's staging rows
-	 * until kv_attend() puts them in their type a step at a time.
-	 */
-	if (whole && (which ? kv->v_type : kv->k_type) == KV_F32) {
+	if (in_place(kv, which, pos, n)) {
 		if (kv_grow_to(kv, pos + n) < 0)
 			return NULL;
 		return (float *)kv_unit(kv, layer, which, kv_slot(kv, pos));
@@ -653,19 +664,12 @@ kv_append_rows(struct kv *kv, int layer, int which, int pos, int n)
 int
 kv_append(struct kv *kv, int layer, int pos, int n)
 {
-	int whole = kv_attend_step(kv, pos, n) == n;
-
-	if (layer < 0 || layer >= kv->n_layers || pos < 0 || n < 1 || pos > INT_MAX - n) {
-		llm_seterr("kv: bad append of %d positions at %d to layer %d", n, pos, layer);
+	if (bad_append(kv, layer, pos, n))
 		return -1;
-	}
 	kv->staged_layer = layer, kv->staged_pos = pos, kv->staged_n = n;
-	for (int which = KV_K; which <= KV_V; which++) {
-		/* in place already (kv_append_rows): the rows are written */
-		kv->staged_put[which] = whole && (which ? kv->v_type : kv->k_type) == KV_F32;
-		if (kv->staged_put[which] && pos + n > kv->written)
-			kv->written = pos + n;
-	}
+	/* rows written in place are in the store already */
+	if ((in_place(kv, KV_K, pos, n) || in_place(kv, KV_V, pos, n)) && pos + n > kv->written)
+		kv->written = pos + n;
 	return 0;
 }
 
@@ -681,7 +685,7 @@ kv_put_appended(struct kv *kv, int layer, int pos, int n)
 	size_t off = (size_t)(pos - kv->staged_pos) * kv->kv_dim;
 
 	for (int which = KV_K; which <= KV_V; which++)
-		if (!kv->staged_put[which] &&
+		if (!in_place(kv, which, kv->staged_pos, kv->staged_n) &&
 		    put(kv, which, layer, pos, n, kv->staged[which] + off, (size_t)kv->kv_dim) < 0)
 			return -1;
 	return 0;

@@ -121,7 +121,6 @@ struct kv {
 	float *staged[2];
 	int staged_cap;		/* rows each holds */
 	int staged_layer, staged_pos, staged_n;
-	int staged_put[2];	/* 1 once K's or V's rows are in the store */
 };
 
 /* Keys quantized per channel over groups of positions (q8_0, q4_0). */

@@ -470,12 +470,6 @@ rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 }
 
 
-/* Run fn on the pool, or on the calling thread if its work is too small to hand off. */
-static void
-run(struct model_run *r, pool_fn fn, void *arg, long long work)
-{
-	pool_run_work(r->pool, fn, arg, work);
-}
 
 /*
  * The per-token steps of a batch, shared among the threads by tokens:
@@ -526,7 +520,7 @@ swiglu(struct model_run *r, float *g, float *u, int n)
 	const struct model_config *c = &r->m->c;
 	struct rows_job job = { g, u, NULL, n, c->ffn_dim, 0, NULL };
 
-	run(r, silu_rows, &job, (long long)n * c->ffn_dim * ROW_COST);
+	pool_run_work(r->pool, silu_rows, &job, (long long)n * c->ffn_dim * ROW_COST);
 }
 
 /* x += add (if not NULL), then out = norm(x) * weight, for each of n rows. */
@@ -536,7 +530,7 @@ add_norm(struct model_run *r, float *out, float *x, const float *add, const floa
 	const struct model_config *c = &r->m->c;
 	struct rows_job job = { out, x, weight, n, c->dim, c->rms_eps, add };
 
-	run(r, norm_rows, &job, (long long)n * c->dim * ROW_COST);
+	pool_run_work(r->pool, norm_rows, &job, (long long)n * c->dim * ROW_COST);
 }
 
 /* RMS-norm each head of a row with weight (head_dim); nothing without one. */
@@ -635,7 +629,7 @@ forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
 		struct matvec qkv[] = { { r->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
 		struct qkv_job qj = { m, r->rope_cs, L, r->q, k, v, n };
-		run(r, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
+		pool_run_work(r->pool, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
 		if (kv_append(kv, l, pos, n) < 0 ||
 		    kv_attend(kv, &r->attn, l, pos, n, r->q, r->xb) < 0)
 			return -1;

@@ -248,7 +248,7 @@ file_block_row(int type, int which, int kv_dim, int rot, const void *block, int 
 	}
 	kv_decode_span(type, (const char *)block + (size_t)r * kv_type_row_bytes(type, kv_dim), 0,
 	    kv_dim, out);
-	if (which == KV_V && rot > 1 && kv_rot_of(type, 32))
+	if (which == KV_V && rot > 1)	/* rot matches the type: snapshot_open checked it */
 		quant_hadamard(out, (size_t)kv_dim, rot);
 }
 
