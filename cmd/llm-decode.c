@@ -60,6 +60,8 @@ struct run {
 	struct model m;
 	struct model_run run;	/* the sequence's buffers */
 	struct kv kv;
+	struct snapshot snap;	/* --kv-in's, mapped while the cache reads its rows in place */
+	int have_snap;
 	struct pool *pool;
 	const char *model_path, *kv_out;
 	struct ids fed;		/* the token at each position of the cache */
@@ -144,6 +146,8 @@ print_stats(const struct run *r)
 		json_str(&j, "kv_type_v", kv_type_name(r->kv.v_type));
 		json_num(&j, "kv_bytes_per_pos", kv_bytes_per_pos(&r->kv));
 		json_int(&j, "kv_resident_bytes", (long long)kv_resident_bytes(&r->kv));
+		json_int(&j, "kv_shared_bytes", (long long)kv_shared_bytes(&r->kv));
+		json_int(&j, "rss_anon_bytes", (long long)rss_anon_bytes());
 		json_num(&j, "kv_grow_ms", r->kv.grow_seconds * 1e3);
 		json_int(&j, "kv_capacity", r->kv.cap);
 		json_int(&j, "max_ctx", r->kv.max_ctx);
@@ -302,18 +306,17 @@ score(struct run *r, const int *ids, int n)
 static void
 resume(struct run *r, const char *path, const int *ids, int n_ids)
 {
-	struct snapshot snap;
 	int what;
 
-	if (snapshot_open(&snap, path) < 0)
+	if (snapshot_open(&r->snap, path) < 0)
 		die(1, "%s: %s", path, llm_err());
-	if (snapshot_check(&snap, &r->m, &r->kv, &what) < 0)
+	r->have_snap = 1;
+	if (snapshot_check(&r->snap, &r->m, &r->kv, &what) < 0)
 		die(1, "%s: %s%s", path, llm_err(), what == SNAP_TYPES ?
 		    ": resume with the same --kv-type, or recompute" : what == SNAP_WINDOW ?
 		    ": resume with the same --kv-window and --kv-sinks, or recompute" : "");
-	if ((r->reused = snapshot_resume(&snap, &r->kv, ids, n_ids)) < 0)
+	if ((r->reused = snapshot_resume(&r->snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
-	snapshot_close(&snap);
 }
 
 /*
@@ -368,6 +371,8 @@ finish(struct run *r, enum end end)
 		    r->n_gen, r->kv_out ? "; the cache was saved" : "");
 	ids_free(&r->fed);
 	kv_free(&r->kv);
+	if (r->have_snap)
+		snapshot_close(&r->snap);
 	model_run_free(&r->run);
 	model_free(&r->m);
 	pool_destroy(r->pool);

@@ -79,12 +79,29 @@ tile_keys(const struct attn *a, int ith)
 	return a->tile + (size_t)ith * part + part - (size_t)KV_RING_MAX * a->head_dim;
 }
 
-/* Where KV head kvh's keys start in a layer: its part of the first row, or of the first group. */
-static const char *
-head_keys(const struct attn *a, const struct kv *kv, int layer, int kvh)
+/*
+ * Scores of nq queries (head_dim floats each, contiguous) against the
+ * store's key rows [u0, u1) of KV head kvh, or for grouped keys its
+ * groups [u0, u1), into att (ld apart) at their slots: a contiguous run
+ * of units at a time (shared ones, then the store's own: kv_units).
+ */
+static void
+key_scores(const struct attn *a, const struct kv *kv, int layer, int kvh, int u0, int u1,
+    const float *q, int nq, float *att, size_t ld)
 {
-	return (const char *)kv_unit(kv, layer, KV_K, 0) +
-	    (size_t)kvh * a->head_dim * (kv->k_unit / kv->kv_dim);
+	size_t hd = (size_t)a->head_dim, col = (size_t)kvh * hd * (kv->k_unit / kv->kv_dim);
+	int end;
+
+	for (; u0 < u1; u0 = end) {
+		end = u1;
+		const char *keys = kv_units(kv, layer, KV_K, u0, &end) + col;
+		if (!kv_grouped(kv))
+			quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, 0,
+			    end - u0, (int)hd, q, hd, nq, att + u0, ld);
+		else
+			kernels_group_scores(kv->k_type == KV_Q4_0, keys, kv->k_unit, end - u0, (int)hd,
+			    q, hd, nq, att + (size_t)u0 * KV_GROUP, ld);
+	}
 }
 
 /* Grouped keys: the complete groups a query at pos reads; once a window's ring is full, all. */
@@ -181,16 +198,11 @@ attention_scores(const struct attn_job *job, int kvh, int first, int last, const
     int group, float *att)
 {
 	const struct kv *kv = job->kv;
-	int layer = job->layer;
 	size_t ld = (size_t)job->a->att_cap, hd = (size_t)job->a->head_dim;
-	int nq = (last - first + 1) * group, t, groups;
+	int nq = (last - first + 1) * group, t;
 
-	if (!kv_grouped(kv))
-		quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, head_keys(job->a, kv, layer, kvh),
-		    kv->k_unit, 0, kv_seen(kv, last), (int)hd, q, hd, nq, att, ld);
-	else if ((groups = complete_groups(kv, last)) > 0)
-		kernels_group_scores(kv->k_type == KV_Q4_0, head_keys(job->a, kv, layer, kvh),
-		    kv->k_unit, groups, (int)hd, q, hd, nq, att, ld);
+	key_scores(job->a, kv, job->layer, kvh, 0,
+	    kv_grouped(kv) ? complete_groups(kv, last) : kv_seen(kv, last), q, nq, att, ld);
 	for (t = first; kv->ring[KV_K] && t <= last; t++)
 		ring_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
 		    att + (size_t)(t - first) * group * ld);
@@ -275,14 +287,18 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 	}
 	if (ring)
 		return;
-	att += s;
-	if (kv->v_type == KV_F32)
-		kernels_attn_values(e - s, b - a, att, ld, (const float *)kv_unit(kv, layer, KV_V, s) + col,
-		    dim, w, out, ldo, acc);
-	else
-		kernels_row_values(kv->v_type == KV_F16 ? GGML_F16 :
-		    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, e - s, b - a, att, ld,
-		    kv_unit(kv, layer, KV_V, s), kv->v_unit, col, w, out, ldo, acc);
+	/* a contiguous run of the store at a time, the chains carried on */
+	for (int end; s < e; s = end, acc = 1) {
+		end = e;
+		const char *rows = kv_units(kv, layer, KV_V, s, &end);
+		if (kv->v_type == KV_F32)
+			kernels_attn_values(end - s, b - a, att + s, ld, (const float *)rows + col, dim,
+			    w, out, ldo, acc);
+		else
+			kernels_row_values(kv->v_type == KV_F16 ? GGML_F16 :
+			    kv->v_type == KV_Q8_0 ? GGML_Q8_0 : GGML_Q4_0, end - s, b - a, att + s, ld,
+			    rows, kv->v_unit, col, w, out, ldo, acc);
+	}
 }
 
 /*
@@ -420,22 +436,12 @@ split_scores(void *arg, int ith, int nth)
 
 	for (w = ith; w < n_kv_heads * nth; w += nth) {
 		int kvh = w / nth, piece = w % nth;
-		const char *keys = head_keys(a, kv, job->layer, kvh);
 		const float *q = job->q + (size_t)job->row * a->n_heads * hd + (size_t)kvh * group * hd;
 		float *att = a->att + (size_t)kvh * group * a->att_cap;
-		if (!kv_grouped(kv)) {
-			int p0 = (int)((long long)seen * piece / nth);
-			int p1 = (int)((long long)seen * (piece + 1) / nth);
-			quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, p0, p1,
-			    hd, q, (size_t)hd, group, att, (size_t)a->att_cap);
-			continue;
-		}
-		/* grouped keys: a slice of the complete groups (split_softmax scores the f16 rows) */
-		int groups = complete_groups(kv, job->pos);
-		int g0 = (int)((long long)groups * piece / nth), g1 = (int)((long long)groups * (piece + 1) / nth);
-		if (g1 > g0)
-			kernels_group_scores(kv->k_type == KV_Q4_0, keys + (size_t)g0 * kv->k_unit, kv->k_unit,
-			    g1 - g0, hd, q, (size_t)hd, group, att + (size_t)g0 * KV_GROUP, (size_t)a->att_cap);
+		/* a slice of the rows, or of the complete groups (split_softmax scores the f16 rows) */
+		int units = kv_grouped(kv) ? complete_groups(kv, job->pos) : seen;
+		key_scores(a, kv, job->layer, kvh, (int)((long long)units * piece / nth),
+		    (int)((long long)units * (piece + 1) / nth), q, group, att, (size_t)a->att_cap);
 	}
 }
 

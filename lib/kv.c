@@ -193,8 +193,61 @@ store_bytes(const struct kv *kv, int which, int cap)
 void *
 kv_unit(const struct kv *kv, int layer, int which, int unit)
 {
+	if (unit < kv->shared[which])
+		return (char *)kv->share_at[2 * layer + which] + (size_t)unit * unit_bytes(kv, which);
 	return store(kv, which) +
 	    ((size_t)layer * units(kv, which, kv->cap) + (size_t)unit) * unit_bytes(kv, which);
+}
+
+const char *
+kv_units(const struct kv *kv, int layer, int which, int u, int *end)
+{
+	if (u < kv->shared[which] && *end > kv->shared[which])
+		*end = kv->shared[which];
+	return kv_unit(kv, layer, which, u);
+}
+
+void
+kv_copy_units(const struct kv *kv, int layer, int which, int u0, int u1, void *dst)
+{
+	size_t ub = unit_bytes(kv, which);
+	int end;
+
+	for (; u0 < u1; u0 = end) {
+		end = u1;
+		const char *p = kv_units(kv, layer, which, u0, &end);
+		memcpy(dst, p, (size_t)(end - u0) * ub);
+		dst = (char *)dst + (size_t)(end - u0) * ub;
+	}
+}
+
+int
+kv_share(struct kv *kv, int base, const void *const *at)
+{
+	int grouped_k = grouped(kv, KV_K);
+
+	if (kv->seq_len || kv->written || kv->window || base < 0 || base > kv->max_ctx ||
+	    (grouped_k && base % KV_GROUP)) {
+		llm_seterr("kv: %d positions cannot be shared by this cache", base);
+		return -1;
+	}
+	if (kv_grow_to(kv, base) < 0)
+		return -1;
+	if (!kv->share_at)
+		kv->share_at = xcalloc(2 * (size_t)kv->n_layers, sizeof *kv->share_at);
+	for (int i = 0; i < 2 * kv->n_layers; i++)
+		kv->share_at[i] = at[i];
+	kv->base = base;
+	kv->shared[KV_K] = grouped_k ? base / KV_GROUP : base;
+	kv->shared[KV_V] = base;
+	return 0;
+}
+
+size_t
+kv_shared_bytes(const struct kv *kv)
+{
+	return (size_t)kv->n_layers * ((size_t)kv->shared[KV_K] * kv->k_unit +
+	    (size_t)kv->shared[KV_V] * kv->v_unit);
 }
 
 size_t
@@ -257,19 +310,23 @@ move_up(char *dst, char *src, size_t n)
 	}
 }
 
-/* Re-lay one store from cap to newcap positions per layer, in place. */
+/*
+ * Re-lay one store from cap to newcap positions per layer, in place: the
+ * units [shared, moved) of each layer, for the shared ones are not in it.
+ */
 static void
 relayout(const struct kv *kv, int which, int newcap, size_t moved)
 {
 	size_t unit = unit_bytes(kv, which), from = units(kv, which, kv->cap);
-	size_t to = units(kv, which, newcap);
+	size_t to = units(kv, which, newcap), u0 = (size_t)kv->shared[which];
 	char *base = store(kv, which);
 	int l;
 
-	if (to == from)
+	if (to == from || moved <= u0)
 		return;
 	for (l = kv->n_layers - 1; l > 0; l--)
-		move_up(base + (size_t)l * to * unit, base + (size_t)l * from * unit, moved * unit);
+		move_up(base + ((size_t)l * to + u0) * unit, base + ((size_t)l * from + u0) * unit,
+		    (moved - u0) * unit);
 }
 
 /* ---- making and growing ---- */
@@ -429,6 +486,9 @@ kv_free(struct kv *kv)
 	kv->ring[KV_K] = kv->ring[KV_V] = NULL;
 	free(kv->ring_end);
 	kv->ring_end = NULL;
+	free(kv->share_at);
+	kv->share_at = NULL;
+	kv->base = kv->shared[KV_K] = kv->shared[KV_V] = 0;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
@@ -832,6 +892,7 @@ kv_clear(struct kv *kv)
 	kv->written = 0;
 	kv->groups = 0;
 	memset(kv->ring_end, 0, (size_t)kv->n_layers * sizeof *kv->ring_end);
+	kv->base = kv->shared[KV_K] = kv->shared[KV_V] = 0;	/* the shared rows are let go */
 }
 
 int
@@ -877,7 +938,8 @@ ring_bytes(const struct kv *kv)
 size_t
 kv_bytes(const struct kv *kv)
 {
-	return store_bytes(kv, KV_K, kv->cap) + store_bytes(kv, KV_V, kv->cap) + ring_bytes(kv);
+	return store_bytes(kv, KV_K, kv->cap) + store_bytes(kv, KV_V, kv->cap) + ring_bytes(kv) -
+	    kv_shared_bytes(kv);
 }
 
 /* The bytes of the whole pages of [p, p + len) that are resident. */

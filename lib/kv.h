@@ -121,6 +121,17 @@ struct kv {
 	float *staged[2];
 	int staged_cap;		/* rows each holds */
 	int staged_layer, staged_pos, staged_n;
+
+	/*
+	 * Rows read in place (kv_share): positions [0, base) of every layer
+	 * lie in memory the cache does not own (a snapshot's map), the first
+	 * shared[which] units of layer l's store at share_at[2 * l + which].
+	 * The stores keep their layout and never touch their own pages of
+	 * those units: new positions go to the store as ever.
+	 */
+	int base;
+	int shared[2];
+	const char **share_at;
 };
 
 /* Keys quantized per channel over groups of positions (q8_0, q4_0). */
@@ -256,18 +267,6 @@ int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t
 /* Whether a layer's ring of K or V holds the rows of positions [p0, p1). */
 int kv_ring_holds(const struct kv *kv, int layer, int which, int p0, int p1);
 
-/* Read accessors of f32 stores: never grow; pos must be below cap.  Inline: attention calls them per row. */
-static inline const float *
-kv_k_read(const struct kv *kv, int layer, int pos)
-{
-	return kv->k + ((size_t)layer * kv->cap + pos) * kv->kv_dim;
-}
-
-static inline const float *
-kv_v_read(const struct kv *kv, int layer, int pos)
-{
-	return kv->v + ((size_t)layer * kv->cap + pos) * kv->kv_dim;
-}
 
 /*
  * A whole row, dequantized and rotated back, as the model computed it
@@ -292,15 +291,54 @@ int kv_restore(struct kv *kv, int n);
 /* Bytes one position takes in K and V, all layers (grouped keys: a group's / KV_GROUP). */
 double kv_bytes_per_pos(const struct kv *kv);
 
-/* The footprint of K and V at the current capacity (what a dense cache of cap positions takes). */
+/*
+ * The footprint of K and V at the current capacity (what a dense cache
+ * of cap positions takes), less the rows read in place.
+ */
 size_t kv_bytes(const struct kv *kv);
 /* The bytes of K and V really resident now: the pages written (mincore). */
 size_t kv_resident_bytes(const struct kv *kv);
 
 /* The slots that hold positions [0, n): n, or a wrapped window's slots. */
 int kv_rows(const struct kv *kv, int n);
-/* Unit u (a slot's row, or a group of grouped keys) of a layer's K or V store. */
+/*
+ * Unit u (a slot's row, or a group of grouped keys) of a layer's K or V
+ * store, the shared rows included.
+ */
 void *kv_unit(const struct kv *kv, int layer, int which, int unit);
+/*
+ * Unit u as kv_unit gives it, and *end lowered to the end of the units
+ * contiguous with it: the shared units end at kv->shared[which].  Readers
+ * of a run of units go a contiguous piece at a time.
+ */
+const char *kv_units(const struct kv *kv, int layer, int which, int u, int *end);
+/* Read accessors of f32 stores: never grow; pos must be below cap. */
+static inline const float *
+kv_k_read(const struct kv *kv, int layer, int pos)
+{
+	return kv_unit(kv, layer, KV_K, pos);
+}
+
+static inline const float *
+kv_v_read(const struct kv *kv, int layer, int pos)
+{
+	return kv_unit(kv, layer, KV_V, pos);
+}
+
+/* Units [u0, u1) of a layer's K or V store, contiguous, into dst. */
+void kv_copy_units(const struct kv *kv, int layer, int which, int u0, int u1, void *dst);
+
+/*
+ * Read positions [0, base) of an empty cache in place: at[2 * l + which]
+ * is layer l's K or V units laid out as its store lays them out (a
+ * snapshot's block), in memory that must outlive the cache's use of it
+ * (until kv_clear or kv_free).  Grouped keys share whole groups: base is
+ * a multiple of KV_GROUP.  No window.  The caller then fills positions
+ * from base on and calls kv_restore().  0, or -1 with llm_err().
+ */
+int kv_share(struct kv *kv, int base, const void *const *at);
+/* Bytes of K and V read in place (kv_share), not the cache's own. */
+size_t kv_shared_bytes(const struct kv *kv);
 /* The ring's row of pos, in K or V; kv_dim elements of ring_type[which]. */
 void *kv_ring_row(const struct kv *kv, int layer, int which, int pos);
 size_t kv_ring_row_bytes(const struct kv *kv, int which);

@@ -279,10 +279,10 @@ block_of(const struct kv *kv, int layer, int which, int n, size_t len, void **bu
 	char *p;
 
 	*buf = NULL;
-	if (!kv->ring[which])
+	if (!kv->ring[which] && !kv->shared[which])
 		return kv_unit(kv, layer, which, 0);
 	p = *buf = xmalloc(len + 1);
-	memcpy(p, kv_unit(kv, layer, which, 0), main);
+	kv_copy_units(kv, layer, which, 0, (int)(main / (which ? kv->v_unit : kv->k_unit)), p);
 	for (pos = first; pos < n; pos++)
 		memcpy(p + main + (size_t)(pos - first) * row, kv_ring_row(kv, layer, which, pos), row);
 	return p;
@@ -763,33 +763,6 @@ snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which)
 }
 
 /*
- * Check a block's sum and copy its first ncopy bytes to dst, in one pass:
- * each segment is summed right after it is copied, while it is in cache.
- */
-static int
-verify_copy(const struct snapshot *s, uint32_t layer, int which, void *dst, size_t ncopy)
-{
-	enum { SEG = 1 << 16 };
-	const uint8_t *src = snapshot_block(s, layer, which);
-	size_t len = block_length(s, layer, which), off, n;
-	struct sum_state st;
-
-	sum_init(&st);
-	for (off = 0; off < len; off += n) {
-		n = len - off < SEG ? len - off : SEG;
-		if (off < ncopy)
-			memcpy((uint8_t *)dst + off, src + off, ncopy - off < n ? ncopy - off : n);
-		sum_update(&st, src + off, n);
-	}
-	if (sum_final(&st) != (which ? s->dir[layer].v_sum : s->dir[layer].k_sum)) {
-		llm_seterr("layer %u: %c block checksum mismatch: the data is corrupt",
-		    layer, which ? 'V' : 'K');
-		return -1;
-	}
-	return 0;
-}
-
-/*
  * Whether the file holds the ring rows a cache of this build wants in K
  * or V after loading n positions: those of n's incomplete group, and for
  * q4_0 stores the whole ring, the min(n, SNAP_Q4_RING) newest, so that
@@ -829,10 +802,15 @@ loadable(const struct snapshot *s, uint32_t n)
 	return ring_loadable(s, KV_K, n) && ring_loadable(s, KV_V, n);
 }
 
-int
-snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
+/*
+ * Positions [0, n) of the file into an empty cache: those before base
+ * read in place (kv_share), the rest copied, with the ring rows.
+ */
+static int
+load(const struct snapshot *s, struct kv *kv, uint32_t n, uint32_t base)
 {
 	const uint8_t *ring;
+	const void **at;
 	uint32_t l, p;
 	int rows, w;
 
@@ -861,23 +839,41 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		llm_seterr("snapshot has %u positions, not %u", s->n_pos, n);
 		return -1;
 	}
+	/*
+	 * Every block is checked, even past n, once for the map: a damaged
+	 * file is refused whatever part of it is used.
+	 */
+	for (l = 0; !s->verified && l < s->meta.n_layers; l++)
+		for (w = KV_K; w <= KV_V; w++)
+			if (snapshot_verify_block(s, l, w) < 0)
+				return -1;
 	kv_clear(kv);
+	if (base > 0) {
+		at = xmalloc(2 * (size_t)s->meta.n_layers * sizeof *at);
+		for (l = 0; l < s->meta.n_layers; l++)
+			for (w = KV_K; w <= KV_V; w++)
+				at[2 * l + w] = snapshot_block(s, l, w);
+		w = kv_share(kv, (int)base, at);
+		free(at);
+		if (w < 0)
+			return -1;
+	}
 	if (kv_grow_to(kv, (int)n) < 0)
 		return -1;
 	/*
-	 * Every block is checked, even past n: a damaged file is refused
-	 * whatever part of it is used.  The rows of [0, n) of a layer are
-	 * contiguous in both the file and the cache; so are grouped keys'
-	 * groups.  The ring rows after them go to the rings.
+	 * The rows of [0, n) of a layer are contiguous in both the file and
+	 * the cache; so are grouped keys' groups.  Those from base on are
+	 * copied, and the ring rows after them go to the rings.
 	 */
 	rows = kv_rows(kv, (int)n);
 	for (l = 0; l < s->meta.n_layers; l++) {
 		for (w = KV_K; w <= KV_V; w++) {
 			size_t row = kv->ring[w] ? kv_ring_row_bytes(kv, w) : 0;
-			if (verify_copy(s, l, w, kv_unit(kv, (int)l, w, 0), main_bytes(kv, w, rows)) < 0) {
-				kv_clear(kv);
-				return -1;
-			}
+			size_t from = (size_t)kv->shared[w] * (w ? kv->v_unit : kv->k_unit);
+			size_t to = main_bytes(kv, w, rows);
+			if (to > from)
+				memcpy((char *)kv_unit(kv, (int)l, w, kv->shared[w]),
+				    (const uint8_t *)snapshot_block(s, l, w) + from, to - from);
 			/* the file's ring rows are those of [n_pos - have, n_pos) */
 			uint32_t have = (uint32_t)file_ring(w ? kv->v_type : kv->k_type, w,
 			    (int)s->n_pos, s->version);
@@ -888,6 +884,40 @@ snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
 		}
 	}
 	return kv_restore(kv, (int)n);
+}
+
+int
+snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n)
+{
+	return load(s, kv, n, 0);
+}
+
+int
+snapshot_verify(struct snapshot *s)
+{
+	for (uint32_t l = 0; !s->verified && l < s->meta.n_layers; l++)
+		for (int w = KV_K; w <= KV_V; w++)
+			if (snapshot_verify_block(s, l, w) < 0)
+				return -1;
+	s->verified = 1;
+	return 0;
+}
+
+/*
+ * The positions of [0, n) a cache reads in place, when it goes on from
+ * pos: all of them for a row store of f32 and no window; else the whole
+ * groups before pos, whose units no later write touches (the rest, and
+ * the rings, are copied); none where the window may wrap or the cache
+ * could not share them.
+ */
+static uint32_t
+share_base(const struct snapshot *s, const struct kv *kv, uint32_t n, uint32_t pos)
+{
+	if (s->meta.window || kv->window)
+		return 0;
+	if (!kv->ring[KV_K] && !kv->ring[KV_V] && !kv_grouped(kv))
+		return n < pos ? n : pos;
+	return (n < pos ? n : pos) / KV_GROUP * KV_GROUP;
 }
 
 int
@@ -904,7 +934,7 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 		 * loaded and that position written again, to the same rows.
 		 */
 		if (lcp == s->n_pos && rings_only(s))
-			return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp - 1;
+			return load(s, kv, lcp, share_base(s, kv, lcp, lcp - 1)) < 0 ? -1 : (int)lcp - 1;
 		lcp--;
 	}
 	/*
@@ -913,7 +943,7 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 	 */
 	if (!loadable(s, lcp))
 		lcp = loadable(s, lcp / KV_GROUP * KV_GROUP) ? lcp / KV_GROUP * KV_GROUP : 0;
-	return snapshot_load(s, kv, lcp) < 0 ? -1 : (int)lcp;
+	return load(s, kv, lcp, share_base(s, kv, lcp, lcp)) < 0 ? -1 : (int)lcp;
 }
 
 int

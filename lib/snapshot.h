@@ -41,6 +41,7 @@ struct snapshot {
 	uint32_t sink_slots, ring_slots, ring_oldest;	/* ring_slots 0: rows are in order */
 	uint32_t ring_slot;		/* the row of the incomplete key group's first position */
 	struct snap_dir *dir;		/* n_layers entries, decoded */
+	int verified;			/* every block's checksum checked (snapshot_verify) */
 };
 
 struct model;
@@ -85,8 +86,11 @@ uint32_t snapshot_row_at(const struct snapshot *s, uint32_t i);
 /* Check one block's checksum; 0 or -1 with llm_err() naming it. */
 int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
 
+/* Check every block's checksum, once for the map; 0, or -1 with llm_err() naming the block. */
+int snapshot_verify(struct snapshot *s);
+
 /*
- * Verify every block, then copy positions [0, n) into an empty cache of
+ * Verify every block (unless snapshot_verify did), then copy positions [0, n) into an empty cache of
  * the same shape, types and window, which grows to hold them by its
  * doubling rule.  With grouped keys, n must end a group or lie in the
  * file's last one: the f16 rows of the other groups are not stored.  A
@@ -96,7 +100,11 @@ int snapshot_load(const struct snapshot *s, struct kv *kv, uint32_t n);
 
 /*
  * Resume: load the longest common prefix of the snapshot's tokens and
- * ids[0..n_ids), but never ids' last token, whose logits the caller
+ * ids[0..n_ids), reading its rows in place where the layout allows
+ * (kv_share: every position of an f32 row cache without a window; whole
+ * groups for the other types; the rest and the rings are copied), so
+ * the snapshot must stay open while the cache holds them, until
+ * kv_clear() or kv_free().  Never ids' last token, whose logits the caller
  * needs and the file does not hold.  With grouped keys, a prefix that
  * ends inside a complete group is cut back to the group's start, whose
  * exact rows are not stored: the rest is recomputed, and the results

@@ -113,6 +113,21 @@ peak_rss_bytes(void)
 	return (size_t)ru.ru_maxrss * 1024;	/* Linux reports KiB */
 }
 
+size_t
+rss_anon_bytes(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long long kib = 0;
+
+	while (fp && fgets(line, sizeof line, fp))
+		if (sscanf(line, "RssAnon: %llu kB", &kib) == 1)
+			break;
+	if (fp)
+		fclose(fp);
+	return (size_t)kib * 1024;
+}
+
 int
 mul_ok(uint64_t a, uint64_t b, uint64_t *out)
 {

@@ -34,6 +34,8 @@ void *xaligned(size_t align, size_t n);
 
 double now_seconds(void);
 size_t peak_rss_bytes(void);
+/* The process's private memory now (RssAnon of /proc/self/status); 0 where there is none. */
+size_t rss_anon_bytes(void);
 /*
  * The compiler that built the library, as "gcc 12.2.0" or "clang 14.0.6":
  * floating-point results are bitwise reproducible for one build, and

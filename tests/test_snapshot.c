@@ -106,8 +106,7 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
 	run(&a, ids, 0, n, scratch);
 	new_cache(&b);
 	CHECK(snapshot_open(&s, snap_path) == 0, "%s", llm_err());
-	reused = snapshot_resume(&s, &b, ids, n);
-	snapshot_close(&s);
+	reused = snapshot_resume(&s, &b, ids, n);	/* b reads s in place: s stays open */
 	CHECK(reused >= 0, "%s: %s", what, llm_err());
 	run(&b, ids, reused, n, resumed);
 	ok = memcmp(scratch + (size_t)reused * V, resumed + (size_t)reused * V,
@@ -116,6 +115,7 @@ resume_matches_scratch(const int *saved, int n_saved, const int *ids, int n, con
 	CHECK(b.seq_len == a.seq_len && b.cap <= a.cap, "%s: len %d/%d cap %d/%d",
 	    what, b.seq_len, a.seq_len, b.cap, a.cap);
 	kv_free(&a), kv_free(&b);
+	snapshot_close(&s);
 	free(scratch), free(resumed);
 	return reused;
 }
@@ -423,9 +423,13 @@ cut_blocks(unsigned char *p, uint64_t dir, size_t klen, size_t vlen)
 static int
 resume_edited(unsigned char *p, size_t len, struct kv *kv, const int *ids, int n, const char *what)
 {
-	struct snapshot snap;
-	int reused;
+	/* the cache reads the file in place: it stays open till the next file, the cache freed */
+	static struct snapshot snap;
+	static int is_open;
 
+	if (is_open)
+		snapshot_close(&snap);
+	is_open = 0;
 	fix_sum(p);
 	write_whole(snap_path, p, len);
 	new_cache(kv);
@@ -433,9 +437,8 @@ resume_edited(unsigned char *p, size_t len, struct kv *kv, const int *ids, int n
 		CHECK(0, "%s: %s", what, llm_err());
 		return -1;
 	}
-	reused = snapshot_resume(&snap, kv, ids, n);
-	snapshot_close(&snap);
-	return reused;
+	is_open = 1;
+	return snapshot_resume(&snap, kv, ids, n);
 }
 
 /*
