@@ -1,7 +1,9 @@
 /* llm-decode: prompt token ids in, generated token ids out. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
+#include <poll.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/batch.h"
 #include "../lib/kv.h"
 #include "../lib/model.h"
 #include "../lib/pool.h"
@@ -29,8 +32,9 @@ usage(int status)
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
 	    "       [--kv-window W [--kv-sinks S]] [--warmup] [-q]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n"
+	    "       %s -m MODEL --lines [-P N] [options above but --kv-out, --warmup]\n"
 	    "       %s -m MODEL --embed [--pooling mean|last] [--normalize] [--lines] [-t THREADS]\n",
-	    argv0, argv0);
+	    argv0, argv0, argv0);
 	exit(status);
 }
 
@@ -87,16 +91,18 @@ on_signal(int sig)
  * once (the snapshot is written by rename, so an old one survives).
  * Installed only once the input is read: until then nothing is lost by
  * dying, and a read blocked on a terminal must stay interruptible.
+ * --lines reads as it goes: without restart, a read blocked on a
+ * terminal returns at the signal (EINTR).
  */
 static void
-catch_signals(void)
+catch_signals(int restart)
 {
 	static const int sigs[] = { SIGINT, SIGTERM };
 	struct sigaction sa, old;
 
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND | SA_RESTART;
+	sa.sa_flags = SA_RESETHAND | (restart ? SA_RESTART : 0);
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
 		/* A signal ignored at start stays ignored (a script's background job). */
@@ -469,13 +475,357 @@ embed_inputs(struct run *r, int pooling, int normalize, int lines)
 	return status < 0 ? (errno == EPIPE ? 128 + SIGPIPE : 1) : 0;
 }
 
+/*
+ * The sequences --lines decodes at once unless -P says: a decode step of
+ * 16 is a 16-token product, which reads each weight once for 16 tokens
+ * (close to the machine's compute bound on a few cores, bench/HISTORY.md);
+ * more gains little and holds more caches.
+ */
+#define LINES_PARALLEL 16
+
+/*
+ * --lines: a prompt (or with --score a stream to score) per input line,
+ * read as it is needed, at most parallel of them in flight, decoded
+ * together (lib/batch.h); each line's output is written on its own line,
+ * in input order, as soon as it and all before it are done.  A bad line
+ * is named on stderr and gets an empty output line; the others go on,
+ * and the exit status is 1.
+ */
+struct line {
+	long no;
+	int *ids, n;
+	int slot;		/* its cache, while in flight; -1 */
+	int bad;		/* refused before it ran (said on stderr) */
+	struct batch_seq q;
+};
+
+struct lines {
+	struct run *r;
+	struct batch b;
+	struct kv *kvs;		/* a cache per slot, made when first needed, cleared for the next line */
+	struct line **slot;	/* the line in each slot, or NULL */
+	int parallel, k_type, v_type, max_ctx, prealloc, window, sinks;
+	struct line **q;	/* lines read but not yet written, in order: a ring */
+	size_t q_head, q_n, q_cap;
+	long read, written;
+	int failed;		/* a line failed */
+	long prompt, reused, generated;
+};
+
+static void
+queue_push(struct lines *L, struct line *ln)
+{
+	if (L->q_n == L->q_cap) {
+		size_t cap = L->q_cap ? 2 * L->q_cap : 64;
+		struct line **q = xmalloc(cap * sizeof *q);
+		for (size_t i = 0; i < L->q_n; i++)
+			q[i] = L->q[(L->q_head + i) % L->q_cap];
+		free(L->q);
+		L->q = q, L->q_cap = cap, L->q_head = 0;
+	}
+	L->q[(L->q_head + L->q_n++) % L->q_cap] = ln;
+}
+
+static void
+line_bad(struct lines *L, struct line *ln, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	warnx_("stdin: line %ld: %s", ln->no, msg);
+	ln->bad = 1;
+	ln->q.state = SEQ_DONE;
+	L->failed = 1;
+}
+
+/* A free slot's cache, cleared; made on first use. */
+static struct kv *
+slot_cache(struct lines *L, int i)
+{
+	struct kv *kv = &L->kvs[i];
+	struct run *r = L->r;
+
+	if (!kv->k) {
+		if (kv_init_types(kv, r->m.c.n_layers, r->m.c.n_kv_heads, r->m.c.head_dim, L->max_ctx,
+		    L->prealloc, L->k_type, L->v_type) < 0 ||
+		    (L->window && kv_set_window(kv, L->sinks, L->window) < 0))
+			die(1, "%s", llm_err());
+	}
+	kv_clear(kv);
+	return kv;
+}
+
+/*
+ * The input, read as it comes: whole lines cut from what read(2) gave,
+ * so that what is waiting is known (stdio's buffer cannot be asked), and
+ * a step never waits for a line that has not come.
+ */
+struct input {
+	char *buf;
+	size_t start, len, cap;
+	int eof;
+};
+
+/*
+ * The next whole line (its newline replaced by a NUL; the last may lack
+ * one) in *line, *n: 1.  0 when none is buffered and wait is 0, at the
+ * end of the input (eof set), or at a signal.  A read error exits.
+ */
+static int
+input_line(struct input *in, int wait, char **line, size_t *n)
+{
+	struct pollfd p = { STDIN_FILENO, POLLIN, 0 };
+	char *nl;
+	ssize_t got;
+
+	for (;;) {
+		if ((nl = memchr(in->buf + in->start, '\n', in->len - in->start)) || (in->eof &&
+		    in->start < in->len)) {
+			*line = in->buf + in->start;
+			*n = nl ? (size_t)(nl - *line) : in->len - in->start;
+			(*line)[*n] = '\0';
+			in->start += *n + (nl != NULL);
+			return 1;
+		}
+		if (in->eof || (!wait && poll(&p, 1, 0) <= 0))
+			return 0;
+		memmove(in->buf, in->buf + in->start, in->len - in->start);
+		in->len -= in->start;
+		in->start = 0;
+		if (in->len + 4096 > in->cap) {
+			in->cap = 2 * in->cap + 8192;
+			in->buf = xrealloc(in->buf, in->cap);
+		}
+		/* one byte left for the NUL of a last line without a newline */
+		if ((got = read(STDIN_FILENO, in->buf + in->len, in->cap - in->len - 1)) < 0) {
+			if (errno == EINTR && stop_signal)
+				return 0;
+			if (errno != EINTR)
+				die(1, "stdin:");
+		} else if (got == 0)
+			in->eof = 1;
+		else
+			in->len += (size_t)got;
+	}
+}
+
+/*
+ * Read one line, if one is there (or wait for one), into a new line of
+ * the queue, and start it in a free slot: 1, or 0 if none was read.
+ */
+static int
+read_line(struct lines *L, struct input *in, int wait)
+{
+	struct run *r = L->r;
+	struct line *ln;
+	struct tokstream ts;
+	char *text;
+	size_t len;
+	FILE *fp;
+	int i, pos = 0;
+
+	if (!input_line(in, wait, &text, &len))
+		return 0;
+	ln = xcalloc(1, sizeof *ln);
+	ln->no = ++L->read;
+	ln->slot = -1;
+	queue_push(L, ln);
+	i = 0;
+	if (len == 0)	/* fmemopen takes no empty buffer */
+		ln->ids = xmalloc(sizeof *ln->ids);
+	else {
+		if (!(fp = fmemopen(text, len, "r")))
+			die(1, "stdin: line %ld:", ln->no);
+		tokstream_init(&ts, fp, r->m.c.vocab_size);
+		i = tokstream_read_all(&ts, &ln->ids, &ln->n);
+		fclose(fp);
+	}
+	if (i < 0)
+		return line_bad(L, ln, "%s", llm_err()), 1;
+	if (ln->n == 0 && !L->b.score) {
+		/* an empty prompt starts from BOS, as a fresh text would (and as alone) */
+		if (r->m.c.bos_id < 0)
+			return line_bad(L, ln, "empty prompt, and the model has no BOS token"), 1;
+		ln->ids[ln->n++] = r->m.c.bos_id;
+	}
+	if (ln->n > L->max_ctx && !L->window)
+		return line_bad(L, ln, "%d prompt tokens do not fit max_ctx %d", ln->n, L->max_ctx), 1;
+	for (i = 0; L->slot[i]; i++)
+		;
+	struct kv *kv = slot_cache(L, i);
+	if (r->have_snap && (pos = snapshot_resume(&r->snap, kv, ln->ids, ln->n)) < 0)
+		return line_bad(L, ln, "%s", llm_err()), 1;
+	L->prompt += ln->n;
+	L->reused += pos;
+	batch_start(&L->b, &ln->q, ln->ids, ln->n, kv, pos);
+	if (ln->q.state != SEQ_DONE) {
+		ln->slot = i;
+		L->slot[i] = ln;
+	} else
+		kv_clear(kv);	/* lets the snapshot go */
+	return 1;
+}
+
+/* Write the done lines at the head of the queue; 0, or -1 (errno) if stdout failed. */
+static int
+write_ready(struct lines *L)
+{
+	struct line *ln;
+	int wrote = 0;
+
+	while (L->q_n > 0 && (ln = L->q[L->q_head])->q.state == SEQ_DONE) {
+		if (L->b.score && !ln->bad) {
+			double ppl = ln->q.scored ? exp(ln->q.nll / ln->q.scored) : NAN;
+			if (printf("%.6f %d %.6g\n", ln->q.scored ? -ln->q.nll : 0.0, ln->q.scored, ppl) < 0)
+				return -1;
+		} else {
+			for (size_t i = 0; i < ln->q.gen.n; i++)
+				if (printf(i ? " %d" : "%d", ln->q.gen.v[i]) < 0)
+					return -1;
+			if (putchar('\n') == EOF)
+				return -1;
+		}
+		L->generated += (long)ln->q.gen.n;
+		batch_seq_free(&ln->q);
+		free(ln->ids);
+		free(ln);
+		L->q_head = (L->q_head + 1) % L->q_cap;
+		L->q_n--;
+		L->written++;
+		wrote = 1;
+	}
+	return wrote && fflush(stdout) == EOF ? -1 : 0;
+}
+
+static void
+lines_stats(const struct lines *L, double seconds)
+{
+	const struct run *r = L->r;
+	long computed = L->prompt - L->reused;
+	double total = seconds > 0 ? (computed + L->generated) / seconds : 0;
+	double gen = seconds > 0 ? L->generated / seconds : 0;
+	struct json j;
+
+	if (r->stats)
+		fprintf(stderr, "%s: %ld lines, %ld prompt tokens (%ld reused), %ld generated in %.3f s: "
+		    "%.1f tok/s in all, %.1f generated; %d passes, -P %d, %d threads, peak rss %zu bytes, "
+		    "%zu private\n", argv0, L->written, L->prompt, L->reused, L->generated, seconds,
+		    total, gen, L->b.steps, L->parallel, r->threads, peak_rss_bytes(), rss_anon_bytes());
+	if (r->stats_json) {
+		json_begin(&j, stderr);
+		json_int(&j, "lines", L->written);
+		json_int(&j, "prompt_tokens", L->prompt);
+		json_int(&j, "reused_tokens", L->reused);
+		json_int(&j, "generated_tokens", L->generated);
+		json_int(&j, "computed_tokens", L->b.computed);
+		json_num(&j, "seconds", seconds);
+		json_num(&j, "total_tok_s", total);
+		json_num(&j, "generated_tok_s", gen);
+		json_int(&j, "passes", L->b.steps);
+		json_int(&j, "parallel", L->parallel);
+		json_int(&j, "threads", r->threads);
+		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
+		json_int(&j, "rss_anon_bytes", (long long)rss_anon_bytes());
+		json_str(&j, "isa", kernels_isa_name(kernels_isa()));
+		json_str(&j, "compiler", llm_compiler());
+		json_end(&j);
+	}
+}
+
+static int
+decode_lines(struct lines *L)
+{
+	struct run *r = L->r;
+	struct input in = { 0 };
+	int i, status;
+	enum end end = END_DONE;
+	double t0 = now_seconds();
+
+	L->kvs = xcalloc((size_t)L->parallel, sizeof *L->kvs);
+	L->slot = xcalloc((size_t)L->parallel, sizeof *L->slot);
+	catch_signals(0);
+	for (;;) {
+		/* lines done are written before any wait for input */
+		if (write_ready(L) < 0) {
+			end = stdout_failed(r);
+			break;
+		}
+		/* new lines fill the free slots; with none live, wait for one */
+		while (!in.eof && !stop_signal && L->b.n_live < L->parallel &&
+		    read_line(L, &in, L->b.n_live == 0))
+			if (L->b.n_live == 0 && write_ready(L) < 0)
+				break;
+		if (stop_signal) {
+			end = END_SIGNAL;
+			break;
+		}
+		if (ferror(stdout) || write_ready(L) < 0) {
+			end = stdout_failed(r);
+			break;
+		}
+		if (in.eof && L->b.n_live == 0)
+			break;
+		if (L->b.n_live == 0)
+			continue;
+		if (batch_step(&L->b) < 0) {
+			snprintf(r->msg, sizeof r->msg, "%s: %s", r->model_path, llm_err());
+			end = END_FAIL;
+		}
+		/* the lines done leave their slots; those that failed say why */
+		for (i = 0; i < L->parallel; i++) {
+			struct line *ln = L->slot[i];
+			if (!ln || ln->q.state != SEQ_DONE)
+				continue;
+			if (ln->q.failed) {
+				warnx_("stdin: line %ld: %s (%zu tokens generated)", ln->no, ln->q.err,
+				    ln->q.gen.n);
+				L->failed = 1;
+			}
+			kv_clear(&L->kvs[i]);
+			L->slot[i] = NULL;
+		}
+		if (end == END_FAIL)
+			break;
+	}
+	if ((end == END_SIGNAL || end == END_FAIL) && write_ready(L) < 0)
+		end = stdout_failed(r);
+	lines_stats(L, now_seconds() - t0);
+	status = end == END_SIGNAL ? 128 + stop_signal : end == END_PIPE ? 128 + SIGPIPE :
+	    end == END_FAIL || L->failed ? 1 : 0;
+	if (end == END_FAIL && r->msg[0])
+		warnx_("%s", r->msg);
+	if (end == END_SIGNAL)
+		warnx_("stopped by %s after %ld lines", strsignal(stop_signal), L->written);
+	while (L->q_n > 0) {
+		struct line *ln = L->q[L->q_head];
+		batch_seq_free(&ln->q);
+		free(ln->ids);
+		free(ln);
+		L->q_head = (L->q_head + 1) % L->q_cap;
+		L->q_n--;
+	}
+	for (i = 0; i < L->parallel; i++)
+		kv_free(&L->kvs[i]);
+	free(L->kvs), free(L->slot), free(L->q), free(in.buf);
+	batch_free(&L->b);
+	if (r->have_snap)
+		snapshot_close(&r->snap);
+	model_run_free(&r->run);
+	model_free(&r->m);
+	pool_destroy(r->pool);
+	return status;
+}
+
 int
 main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
 		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
 		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP, O_EMBED, O_POOLING,
-		O_NORMALIZE, O_LINES };
+		O_NORMALIZE, O_LINES, O_PARALLEL };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -497,6 +847,7 @@ main(int argc, char *argv[])
 		{ "pooling", required_argument, NULL, O_POOLING },
 		{ "normalize", no_argument, NULL, O_NORMALIZE },
 		{ "lines", no_argument, NULL, O_LINES },
+		{ "parallel", required_argument, NULL, 'P' },
 		{ "score", no_argument, NULL, O_SCORE },
 		{ "stats", no_argument, NULL, O_STATS },
 		{ "stats-json", no_argument, NULL, O_STATS_JSON },
@@ -511,18 +862,19 @@ main(int argc, char *argv[])
 	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, status;
-	int embed = 0, pooling = -1, normalize = 0, lines = 0;
+	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
 	enum end end;
 
 	argv0 = "llm-decode";
 	r.threads = pool_default_threads();
-	while ((c = getopt_long(argc, argv, "m:n:t:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:n:t:P:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': r.model_path = optarg; break;
 		case 'n': n_predict = (int)opt_int("-n", optarg, 0, 1 << 30); break;
 		case 't': r.threads = (int)opt_int("-t", optarg, 1, 256); break;
+		case 'P': parallel = (int)opt_int("-P", optarg, 1, MODEL_BATCH); break;
 		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
 		case O_GREEDY: greedy = 1; break;
 		case O_TEMP:
@@ -592,9 +944,13 @@ main(int argc, char *argv[])
 		    "--kv-in" : "-m");
 	if (r.kv_out && strcmp(r.kv_out, "-") == 0)
 		die(2, "--kv-out -: standard output carries the tokens");
-	if (!embed && (pooling >= 0 || normalize || lines))
-		die(2, "%s goes with --embed", pooling >= 0 ? "--pooling" : normalize ? "--normalize" :
-		    "--lines");
+	if (!embed && (pooling >= 0 || normalize))
+		die(2, "%s goes with --embed", pooling >= 0 ? "--pooling" : "--normalize");
+	if (parallel && (!lines || embed))
+		die(2, "-P goes with --lines, and not with --embed");
+	if (lines && !embed && (r.kv_out || warmup))
+		die(2, "--lines and %s conflict: %s", r.kv_out ? "--kv-out" : "--warmup", r.kv_out ?
+		    "there is one snapshot, and many lines" : "the lines are timed as they come");
 	if (embed && (kv_in || r.kv_out || do_score))
 		die(2, "--embed and %s conflict: an embedding reads and writes no snapshot and "
 		    "scores nothing", kv_in ? "--kv-in" : r.kv_out ? "--kv-out" : "--score");
@@ -626,6 +982,37 @@ main(int argc, char *argv[])
 
 	if (embed)
 		return embed_inputs(&r, pooling < 0 ? MODEL_POOL_MEAN : pooling, normalize, lines);
+	if (lines) {
+		static struct lines L;
+		L.r = &r;
+		L.parallel = parallel ? parallel : LINES_PARALLEL;
+		L.k_type = r.kv.k_type, L.v_type = r.kv.v_type, L.max_ctx = r.kv.max_ctx;
+		L.prealloc = prealloc, L.window = window, L.sinks = sinks;
+		kv_free(&r.kv);
+		batch_init(&L.b, &r.run, L.parallel);
+		L.b.score = do_score, L.b.n_predict = n_predict, L.b.ignore_eos = ignore_eos;
+		L.b.temp = temp, L.b.top_k = top_k, L.b.top_p = top_p, L.b.seed = r.seed;
+		if (kv_in) {
+			struct kv shape;
+			int what;
+			if (snapshot_open(&r.snap, kv_in) < 0)
+				die(1, "%s: %s", kv_in, llm_err());
+			r.have_snap = 1;
+			if (kv_init_types(&shape, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
+			    L.max_ctx, 0, L.k_type, L.v_type) < 0 ||
+			    (window && kv_set_window(&shape, sinks, window) < 0))
+				die(1, "%s", llm_err());
+			if (snapshot_check(&r.snap, &r.m, &shape, &what) < 0)
+				die(1, "%s: %s%s", kv_in, llm_err(), what == SNAP_TYPES ?
+				    ": resume with the same --kv-type, or recompute" : what == SNAP_WINDOW ?
+				    ": resume with the same --kv-window and --kv-sinks, or recompute" : "");
+			kv_free(&shape);
+			/* checked once here, for every line that reads it */
+			if (snapshot_verify(&r.snap) < 0)
+				die(1, "%s: %s", kv_in, llm_err());
+		}
+		return decode_lines(&L);
+	}
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);
 	if (tokstream_read_all(&ts, &ids, &n_ids) < 0)
 		die(1, "stdin: %s", llm_err());
@@ -645,7 +1032,7 @@ main(int argc, char *argv[])
 
 	if (warmup)
 		warm_up(&r, ids, n_ids);
-	catch_signals();
+	catch_signals(1);
 	r.t_start = now_seconds();
 	if (do_score) {
 		end = score(&r, ids, n_ids);

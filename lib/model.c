@@ -340,6 +340,8 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
 	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	r->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
+	r->k = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
+	r->v = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	attn_init(&r->attn, c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, pool);
 	return 0;
 }
@@ -355,6 +357,8 @@ model_run_free(struct model_run *r)
 	free(r->q);
 	free(r->logits);
 	free(r->rope_cs);
+	free(r->k);
+	free(r->v);
 	free(r->mm.xr);
 	attn_free(&r->attn);
 	memset(r, 0, sizeof *r);
@@ -584,34 +588,40 @@ qkv_rows(void *arg, int ith, int nth)
 	}
 }
 
+/* The rows a sequence wants from a pass. */
+static int
+rows_wanted(const struct model_seq *q)
+{
+	return q->what == MODEL_OUT_NONE ? 0 : q->what == MODEL_OUT_LAST ? 1 : q->n;
+}
+
 /*
- * One pass of n <= MODEL_BATCH tokens, a layer at a time as the equations
- * go.  out: as model_forward's, for these tokens.
+ * One pass of the sequences' tokens (n <= MODEL_BATCH in all), a layer
+ * at a time as the equations go.  out: as model_forward_seqs's.
  */
 static int
-forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
-    enum model_out what, float *out)
+forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float *out)
 {
 	const struct model *m = r->m;
 	const struct model_config *c = &m->c;
-	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim, l, i;
+	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim, l, i, s, t;
 
-	for (i = 0; i < n; i++)
-		if (tokens[i] < 0 || tokens[i] >= c->vocab_size) {
-			llm_seterr("forward: bad token %d", tokens[i]);
+	for (s = t = 0; s < ns; s++) {
+		for (i = 0; i < seqs[s].n; i++)
+			if (seqs[s].tokens[i] < 0 || seqs[s].tokens[i] >= c->vocab_size) {
+				llm_seterr("forward: bad token %d", seqs[s].tokens[i]);
+				return -1;
+			}
+		if (kv_begin(seqs[s].kv, seqs[s].pos, seqs[s].n) < 0)
 			return -1;
+		/* the batch's RoPE angles, for every layer, and its embeddings */
+		for (i = 0; i < seqs[s].n; i++, t++) {
+			rope_angles(&m->rope, seqs[s].pos + i, r->rope_cs + (size_t)t * c->rope_dim);
+			quant_dequant_row(m->token_embd.type, (const char *)m->token_embd.data +
+			    (size_t)seqs[s].tokens[i] * m->token_embd.row_bytes, r->x + (size_t)t * D,
+			    (size_t)D);
 		}
-	if (kv_begin(kv, pos, n) < 0)
-		return -1;
-
-	/* the batch's RoPE angles, for every layer */
-	for (i = 0; i < n; i++)
-		rope_angles(&m->rope, pos + i, r->rope_cs + (size_t)i * c->rope_dim);
-
-	for (i = 0; i < n; i++)
-		quant_dequant_row(m->token_embd.type,
-		    (const char *)m->token_embd.data + (size_t)tokens[i] * m->token_embd.row_bytes,
-		    r->x + (size_t)i * D, (size_t)D);
+	}
 
 	for (l = 0; l < c->n_layers; l++) {
 		const struct layer_weights *L = &m->layers[l];
@@ -619,20 +629,35 @@ forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
 		/*
 		 * Attention: norm, then Q, K and V for the batch, the family's
 		 * biases and per-head norms if it has them, then RoPE; K and V
-		 * go to the cache, which attends.  The previous layer's FFN
-		 * output joins the residual stream in the norm.
+		 * go to each sequence's cache, which attends.  The previous
+		 * layer's FFN output joins the residual stream in the norm.
+		 * One sequence's keys and values are written where its cache
+		 * wants them; several sequences' go there afterwards.
 		 */
 		add_norm(r, r->xb, r->x, l ? r->xb2 : NULL, L->attn_norm, n);
-		float *k = kv_append_rows(kv, l, KV_K, pos, n), *v = kv_append_rows(kv, l, KV_V, pos, n);
-		if (!k || !v)
+		float *k = r->k, *v = r->v;
+		if (ns == 1 && (!(k = kv_append_rows(seqs[0].kv, l, KV_K, seqs[0].pos, n)) ||
+		    !(v = kv_append_rows(seqs[0].kv, l, KV_V, seqs[0].pos, n))))
 			return -1;
 		struct matvec qkv[] = { { r->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
 		struct qkv_job qj = { m, r->rope_cs, L, r->q, k, v, n };
 		pool_run_work(r->pool, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
-		if (kv_append(kv, l, pos, n) < 0 ||
-		    kv_attend(kv, &r->attn, l, pos, n, r->q, r->xb) < 0)
-			return -1;
+		for (s = t = 0; s < ns; t += seqs[s++].n) {
+			const struct model_seq *q = &seqs[s];
+			if (ns > 1) {
+				float *kr = kv_append_rows(q->kv, l, KV_K, q->pos, q->n);
+				float *vr = kv_append_rows(q->kv, l, KV_V, q->pos, q->n);
+				if (!kr || !vr)
+					return -1;
+				memcpy(kr, k + (size_t)t * KV, (size_t)q->n * KV * sizeof *kr);
+				memcpy(vr, v + (size_t)t * KV, (size_t)q->n * KV * sizeof *vr);
+			}
+			if (kv_append(q->kv, l, q->pos, q->n) < 0 ||
+			    kv_attend(q->kv, &r->attn, l, q->pos, q->n, r->q + (size_t)t * Q,
+			    r->xb + (size_t)t * Q) < 0)
+				return -1;
+		}
 		struct matvec wo[] = { { r->xb2, D, &L->wo } };
 		matmul(r->pool, &r->mm, wo, 1, r->xb, Q, n);
 
@@ -644,31 +669,53 @@ forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
 		struct matvec down[] = { { r->xb2, D, &L->w_down } };
 		matmul(r->pool, &r->mm, down, 1, r->hb, F, n);
 	}
-	if (kv_set_seq_len(kv, pos + n) < 0)
-		return -1;
-	/* the last layer's FFN output joins the residual stream of the rows wanted, in their output norm */
-	switch (what) {
-	case MODEL_OUT_NONE:
-		break;
-	case MODEL_OUT_HIDDEN:
-		add_norm(r, out, r->x, r->xb2, m->output_norm, n);
-		break;
-	case MODEL_OUT_ALL: {
-		add_norm(r, r->x, r->x, r->xb2, m->output_norm, n);
+	for (s = 0; s < ns; s++)
+		if (kv_set_seq_len(seqs[s].kv, seqs[s].pos + seqs[s].n) < 0)
+			return -1;
+	/*
+	 * The last layer's FFN output joins the residual stream of the rows
+	 * wanted, in their output norm: hidden states straight to out, the
+	 * rows wanted for logits gathered into xb for one product (the
+	 * output matrix is the largest).
+	 */
+	int w = 0, hidden = 0;
+	for (s = t = 0; s < ns; t += seqs[s++].n) {
+		const struct model_seq *q = &seqs[s];
+		int first = q->what == MODEL_OUT_LAST ? t + q->n - 1 : t, rows = rows_wanted(q);
+		if (q->what == MODEL_OUT_HIDDEN)
+			hidden = 1;
+		add_norm(r, r->xb + (size_t)w * D, r->x + (size_t)first * D, r->xb2 + (size_t)first * D,
+		    m->output_norm, rows);
+		w += rows;
+	}
+	if (hidden)
+		memcpy(out, r->xb, (size_t)w * D * sizeof *out);
+	else if (w > 0) {
 		struct matvec lg[] = { { out, (size_t)c->vocab_size, &m->output } };
-		matmul(r->pool, &r->mm, lg, 1, r->x, D, n);
-		break;
-	}
-	case MODEL_OUT_LAST: {
-		/* Only the last token's logits: the output matrix is the largest. */
-		float *last = r->x + (size_t)(n - 1) * D;
-		add_norm(r, last, last, r->xb2 + (size_t)(n - 1) * D, m->output_norm, 1);
-		struct matvec lg[] = { { out, 0, &m->output } };
-		matmul(r->pool, &r->mm, lg, 1, last, D, 1);
-		break;
-	}
+		matmul(r->pool, &r->mm, lg, 1, r->xb, D, w);
 	}
 	return 0;
+}
+
+int
+model_forward_seqs(struct model_run *r, const struct model_seq *seqs, int ns, float *out)
+{
+	int s, n = 0, hidden = 0, logits = 0;
+
+	for (s = 0; s < ns; s++) {
+		if (seqs[s].n < 1 || seqs[s].pos < 0 || (unsigned)seqs[s].what > MODEL_OUT_HIDDEN) {
+			llm_seterr("forward: bad position %d or batch %d", seqs[s].pos, seqs[s].n);
+			return -1;
+		}
+		n += seqs[s].n;
+		hidden |= seqs[s].what == MODEL_OUT_HIDDEN;
+		logits |= seqs[s].what == MODEL_OUT_LAST || seqs[s].what == MODEL_OUT_ALL;
+	}
+	if (ns < 1 || n > MODEL_BATCH || (hidden && logits) || ((hidden || logits) && !out)) {
+		llm_seterr("forward: %d sequences of %d tokens do not make a pass", ns, n);
+		return -1;
+	}
+	return forward(r, seqs, ns, n, out);
 }
 
 int
@@ -690,9 +737,9 @@ model_forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int 
 	/* Each batch reads every weight from memory once; only the last gives the last logits. */
 	for (i = 0; i < n; i += b) {
 		b = n - i < MODEL_BATCH ? n - i : MODEL_BATCH;
-		if (forward(r, kv, tokens + i, b, pos + i,
-		    what == MODEL_OUT_LAST && i + b < n ? MODEL_OUT_NONE : what,
-		    out ? out + (size_t)i * row : NULL) < 0)
+		struct model_seq q = { kv, tokens + i, b, pos + i,
+		    what == MODEL_OUT_LAST && i + b < n ? MODEL_OUT_NONE : what };
+		if (forward(r, &q, 1, b, out ? out + (size_t)i * row : NULL) < 0)
 			return -1;
 	}
 	return 0;

@@ -80,6 +80,7 @@ struct model_run {
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
+	float *k, *v;		/* a batch's keys and values when it spans several sequences */
 	struct attn attn;
 };
 
@@ -104,6 +105,26 @@ enum model_out {
  */
 int model_forward(struct model_run *r, struct kv *kv, const int *tokens, int n, int pos,
     enum model_out what, float *out);
+
+/*
+ * Several sequences in one pass over the weights: sequence i runs its
+ * n tokens at positions pos.. of its own cache (pos at most its seq_len),
+ * and what it wants goes to out, a row per token wanted in the order of
+ * the sequences (MODEL_OUT_LAST: one row; MODEL_OUT_ALL, MODEL_OUT_HIDDEN:
+ * n rows; of vocab_size or dim floats).  Their tokens, at most
+ * MODEL_BATCH in all, go through each product together; each attends to
+ * its own cache.  Each sequence's results are bitwise those of
+ * model_forward on it alone.  0, or -1 with llm_err(): then no sequence's
+ * cache holds the pass.
+ */
+struct model_seq {
+	struct kv *kv;
+	const int *tokens;
+	int n, pos;
+	enum model_out what;
+};
+
+int model_forward_seqs(struct model_run *r, const struct model_seq *seqs, int ns, float *out);
 
 /*
  * An embedding of tokens[0..n): the final-norm hidden states pooled by

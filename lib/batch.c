@@ -1,0 +1,160 @@
+/* batch.c: continuous batching of many sequences over one model. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "batch.h"
+
+void
+batch_init(struct batch *b, struct model_run *run, int max_live)
+{
+	memset(b, 0, sizeof *b);
+	b->run = run;
+	b->max_live = max_live < 1 ? 1 : max_live > MODEL_BATCH ? MODEL_BATCH : max_live;
+	b->live = xcalloc((size_t)b->max_live, sizeof *b->live);
+}
+
+void
+batch_free(struct batch *b)
+{
+	free(b->live);
+	free(b->out);
+	memset(b, 0, sizeof *b);
+}
+
+void
+batch_seq_free(struct batch_seq *q)
+{
+	sampler_free(&q->smp);
+	ids_free(&q->gen);
+}
+
+static void
+fail(struct batch_seq *q, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(q->err, sizeof q->err, fmt, ap);
+	va_end(ap);
+	q->failed = 1;
+	q->state = SEQ_DONE;
+}
+
+/* The positions a sequence runs before it generates or is scored: a scored prompt's last token is never run. */
+static int
+prompt_end(const struct batch *b, const struct batch_seq *q)
+{
+	return b->score ? q->n_ids - 1 : q->n_ids;
+}
+
+void
+batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct kv *kv, int pos)
+{
+	memset(q, 0, sizeof *q);
+	q->ids = ids;
+	q->n_ids = n;
+	q->kv = kv;
+	q->pos = pos;
+	q->state = SEQ_PROMPT;
+	sampler_init(&q->smp, b->run->m->c.vocab_size, b->temp, b->top_k, b->top_p, b->seed);
+	if ((b->score && n < 2) || (!b->score && b->n_predict == 0)) {
+		q->state = SEQ_DONE;
+		return;
+	}
+	b->live[b->n_live++] = q;
+}
+
+/* Whether id ends a sequence: end of text, of turn (Llama 3's <|eot_id|>) or of message. */
+static int
+is_end(const struct model_config *c, int id)
+{
+	return id == c->eos_id || id == c->eot_id || id == c->eom_id;
+}
+
+/* Take the token sampled from logits: it ends the sequence, or is run next. */
+static void
+take(struct batch *b, struct batch_seq *q, float *logits)
+{
+	int next = sampler_sample(&q->smp, logits);
+
+	if (!b->ignore_eos && is_end(&b->run->m->c, next)) {
+		q->state = SEQ_DONE;
+		return;
+	}
+	ids_push(&q->gen, next);
+	if ((int)q->gen.n == b->n_predict) {
+		q->state = SEQ_DONE;
+		return;
+	}
+	q->next = next;
+	q->state = SEQ_GEN;
+}
+
+int
+batch_step(struct batch *b)
+{
+	struct model_seq seqs[MODEL_BATCH];
+	struct batch_seq *who[MODEL_BATCH];
+	size_t V = (size_t)b->run->m->c.vocab_size;
+	int ns = 0, budget = MODEL_BATCH, rows = 0, i, j, k;
+
+	if (!b->out)
+		b->out = xmalloc((b->score ? MODEL_BATCH : (size_t)b->max_live) * V * sizeof *b->out);
+	/* the generating ones a token each, then pieces of prompts as far as the batch goes */
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < b->n_live && budget > 0; i++) {
+			struct batch_seq *q = b->live[i];
+			int n, what;
+			if (q->state != (k ? SEQ_PROMPT : SEQ_GEN))
+				continue;
+			n = k ? prompt_end(b, q) - q->pos : 1;
+			n = n < budget ? n : budget;
+			if (!q->kv->window && q->pos + n > q->kv->max_ctx) {
+				fail(q, "context full: position %d is past max_ctx %d", q->pos + n - 1,
+				    q->kv->max_ctx);
+				continue;
+			}
+			what = b->score ? MODEL_OUT_ALL : !k || q->pos + n == prompt_end(b, q) ?
+			    MODEL_OUT_LAST : MODEL_OUT_NONE;
+			seqs[ns] = (struct model_seq){ q->kv, k ? q->ids + q->pos : &q->next, n, q->pos, what };
+			who[ns++] = q;
+			budget -= n;
+		}
+	if (ns > 0 && model_forward_seqs(b->run, seqs, ns, b->out) < 0) {
+		for (i = 0; i < b->n_live; i++)
+			if (b->live[i]->state != SEQ_DONE)
+				fail(b->live[i], "%s", llm_err());
+		b->n_live = 0;
+		return -1;
+	}
+	if (ns > 0)
+		b->steps++;
+	for (k = 0; k < ns; k++) {
+		struct batch_seq *q = who[k];
+		float *row = b->out + (size_t)rows * V;
+		b->computed += seqs[k].n;
+		if (b->score) {
+			for (j = 0; j < seqs[k].n; j++) {
+				q->nll -= log_prob(row + (size_t)j * V, (int)V, q->ids[q->pos + j + 1]);
+				q->scored++;
+			}
+			rows += seqs[k].n;
+			q->pos += seqs[k].n;
+			if (q->pos == prompt_end(b, q))
+				q->state = SEQ_DONE;
+			continue;
+		}
+		q->pos += seqs[k].n;
+		if (seqs[k].what == MODEL_OUT_LAST) {
+			take(b, q, row);
+			rows++;
+		}
+	}
+	/* the done leave, the others keep their order */
+	for (i = j = 0; i < b->n_live; i++)
+		if (b->live[i]->state != SEQ_DONE)
+			b->live[j++] = b->live[i];
+	b->n_live = j;
+	return 0;
+}
