@@ -1,9 +1,11 @@
 /* batch.c: continuous batching of many sequences over one model. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "batch.h"
+#include "pool.h"
 
 void
 batch_init(struct batch *b, struct model_run *run, int max_live)
@@ -91,6 +93,49 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 	q->state = SEQ_GEN;
 }
 
+/*
+ * A pass's sequences' rows of logits, by sequence in turn: each scored
+ * in order, or its token sampled; a sequence's are always one thread's.
+ */
+struct take_job {
+	struct batch *b;
+	const struct model_seq *seqs;
+	struct batch_seq **who;
+	int ns;
+	atomic_int next;
+	int row[MODEL_BATCH];	/* each sequence's first row of logits */
+};
+
+#define TAKE_WORK 16	/* multiply-adds a logit's softmax and sort is worth */
+
+static void
+take_rows(void *arg, int ith, int nth)
+{
+	struct take_job *job = arg;
+	struct batch *b = job->b;
+	size_t V = (size_t)b->run->m->c.vocab_size;
+	int k, j;
+
+	(void)ith, (void)nth;
+	while ((k = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < job->ns) {
+		struct batch_seq *q = job->who[k];
+		float *row = b->out + (size_t)job->row[k] * V;
+		if (b->score) {
+			for (j = 0; j < job->seqs[k].n; j++) {
+				q->nll -= log_prob(row + (size_t)j * V, (int)V, q->ids[q->pos + j + 1]);
+				q->scored++;
+			}
+			q->pos += job->seqs[k].n;
+			if (q->pos == prompt_end(b, q))
+				q->state = SEQ_DONE;
+			continue;
+		}
+		q->pos += job->seqs[k].n;
+		if (job->seqs[k].what == MODEL_OUT_LAST)
+			take(b, q, row);
+	}
+}
+
 int
 batch_step(struct batch *b)
 {
@@ -130,27 +175,15 @@ batch_step(struct batch *b)
 	}
 	if (ns > 0)
 		b->steps++;
+	/* each sequence's rows: sampled or scored, the sequences side by side on the pool */
+	struct take_job job = { .b = b, .seqs = seqs, .who = who, .ns = ns };
 	for (k = 0; k < ns; k++) {
-		struct batch_seq *q = who[k];
-		float *row = b->out + (size_t)rows * V;
+		job.row[k] = rows;
+		rows += b->score ? seqs[k].n : seqs[k].what == MODEL_OUT_LAST;
 		b->computed += seqs[k].n;
-		if (b->score) {
-			for (j = 0; j < seqs[k].n; j++) {
-				q->nll -= log_prob(row + (size_t)j * V, (int)V, q->ids[q->pos + j + 1]);
-				q->scored++;
-			}
-			rows += seqs[k].n;
-			q->pos += seqs[k].n;
-			if (q->pos == prompt_end(b, q))
-				q->state = SEQ_DONE;
-			continue;
-		}
-		q->pos += seqs[k].n;
-		if (seqs[k].what == MODEL_OUT_LAST) {
-			take(b, q, row);
-			rows++;
-		}
 	}
+	atomic_init(&job.next, 0);
+	pool_run_work(b->run->pool, take_rows, &job, (long long)rows * (long long)V * TAKE_WORK);
 	/* the done leave, the others keep their order */
 	for (i = j = 0; i < b->n_live; i++)
 		if (b->live[i]->state != SEQ_DONE)

@@ -293,8 +293,11 @@ quant_rounds_once(uint32_t type)
 size_t
 quant_rounded_floats(int T, int cols)
 {
-	/* quant_rounded_parts' parts, and 16 floats to align them */
-	return QUANT_LINES((size_t)T * cols / 2) + 2 * QUANT_LINES((size_t)T * (cols / 32)) + 16;
+	size_t lanes = ((size_t)T + 15) / 16 * 16;
+
+	/* quant_rounded_parts' parts, quant_rounded_lanes', and 16 floats to align them */
+	return QUANT_LINES((size_t)T * cols / 2) + 2 * QUANT_LINES((size_t)T * (cols / 32)) +
+	    lanes * (size_t)(cols / 2) + lanes * (size_t)(cols / 32) + 16;
 }
 
 void

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attn.h"
@@ -343,6 +344,10 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->k = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	r->v = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	attn_init(&r->attn, c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, pool);
+	r->n_seq_attn = pool ? pool_threads(pool) : 1;
+	r->seq_attn = xcalloc((size_t)r->n_seq_attn, sizeof *r->seq_attn);
+	for (int i = 0; i < r->n_seq_attn; i++)
+		attn_init(&r->seq_attn[i], c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, NULL);
 	return 0;
 }
 
@@ -361,6 +366,9 @@ model_run_free(struct model_run *r)
 	free(r->v);
 	free(r->mm.xr);
 	attn_free(&r->attn);
+	for (int i = 0; i < r->n_seq_attn; i++)
+		attn_free(&r->seq_attn[i]);
+	free(r->seq_attn);
 	memset(r, 0, sizeof *r);
 }
 
@@ -588,6 +596,61 @@ qkv_rows(void *arg, int ith, int nth)
 	}
 }
 
+/*
+ * A layer's keys and values of a pass's sequences into their caches, and
+ * their attention: sequences of one token side by side, a thread's each
+ * in turn, on the thread alone (a decode step of many sequences: one
+ * token's attention over a short cache is too little to share out); the
+ * others each on every thread.  A sequence's attention gives the same
+ * bits on any number of threads.
+ */
+struct seqs_job {
+	struct model_run *r;
+	const struct model_seq *seqs;
+	int ns, layer;
+	const int *first;	/* each sequence's first row in the batch */
+	atomic_int next;
+	atomic_int failed;
+	char err[256];		/* the first failure's llm_err(), from the thread that met it */
+};
+
+/* Sequence s's keys and values into its cache, then its attention on a (a thread's, or the pool's). */
+static int
+append_attend(struct model_run *r, const struct model_seq *q, int layer, int t, struct attn *a,
+    int copy)
+{
+	const struct model_config *c = &r->m->c;
+	int Q = c->n_heads * c->head_dim, KV = c->kv_dim;
+
+	if (copy) {
+		float *kr = kv_append_rows(q->kv, layer, KV_K, q->pos, q->n);
+		float *vr = kv_append_rows(q->kv, layer, KV_V, q->pos, q->n);
+		if (!kr || !vr)
+			return -1;
+		memcpy(kr, r->k + (size_t)t * KV, (size_t)q->n * KV * sizeof *kr);
+		memcpy(vr, r->v + (size_t)t * KV, (size_t)q->n * KV * sizeof *vr);
+	}
+	return kv_append(q->kv, layer, q->pos, q->n) < 0 ||
+	    kv_attend(q->kv, a, layer, q->pos, q->n, r->q + (size_t)t * Q, r->xb + (size_t)t * Q) < 0 ?
+	    -1 : 0;
+}
+
+static void
+attend_seqs(void *arg, int ith, int nth)
+{
+	struct seqs_job *job = arg;
+	int s;
+
+	(void)nth;
+	while ((s = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed)) < job->ns) {
+		if (job->seqs[s].n != 1)
+			continue;
+		if (append_attend(job->r, &job->seqs[s], job->layer, job->first[s],
+		    &job->r->seq_attn[ith], 1) < 0 && !atomic_exchange(&job->failed, 1))
+			snprintf(job->err, sizeof job->err, "%s", llm_err());
+	}
+}
+
 /* The rows a sequence wants from a pass. */
 static int
 rows_wanted(const struct model_seq *q)
@@ -605,8 +668,13 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 	const struct model *m = r->m;
 	const struct model_config *c = &m->c;
 	int D = c->dim, F = c->ffn_dim, Q = c->n_heads * c->head_dim, KV = c->kv_dim, l, i, s, t;
+	int first[MODEL_BATCH], ones = 0;	/* each sequence's first row; those of one token */
+	long long ones_work = 0;		/* their attention's multiply-adds */
 
 	for (s = t = 0; s < ns; s++) {
+		first[s] = t;
+		ones += ns > 1 && seqs[s].n == 1;
+		ones_work += ns > 1 && seqs[s].n == 1 ? (long long)(seqs[s].pos + 1) * Q : 0;
 		for (i = 0; i < seqs[s].n; i++)
 			if (seqs[s].tokens[i] < 0 || seqs[s].tokens[i] >= c->vocab_size) {
 				llm_seterr("forward: bad token %d", seqs[s].tokens[i]);
@@ -643,20 +711,19 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
 		struct qkv_job qj = { m, r->rope_cs, L, r->q, k, v, n };
 		pool_run_work(r->pool, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
-		for (s = t = 0; s < ns; t += seqs[s++].n) {
-			const struct model_seq *q = &seqs[s];
-			if (ns > 1) {
-				float *kr = kv_append_rows(q->kv, l, KV_K, q->pos, q->n);
-				float *vr = kv_append_rows(q->kv, l, KV_V, q->pos, q->n);
-				if (!kr || !vr)
-					return -1;
-				memcpy(kr, k + (size_t)t * KV, (size_t)q->n * KV * sizeof *kr);
-				memcpy(vr, v + (size_t)t * KV, (size_t)q->n * KV * sizeof *vr);
-			}
-			if (kv_append(q->kv, l, q->pos, q->n) < 0 ||
-			    kv_attend(q->kv, &r->attn, l, q->pos, q->n, r->q + (size_t)t * Q,
-			    r->xb + (size_t)t * Q) < 0)
+		for (s = 0; s < ns; s++)
+			if ((ns == 1 || seqs[s].n > 1) &&
+			    append_attend(r, &seqs[s], l, first[s], &r->attn, ns > 1) < 0)
 				return -1;
+		if (ones > 0) {
+			struct seqs_job job = { .r = r, .seqs = seqs, .ns = ns, .layer = l, .first = first };
+			atomic_init(&job.next, 0);
+			atomic_init(&job.failed, 0);
+			pool_run_work(r->pool, attend_seqs, &job, ones_work);
+			if (atomic_load(&job.failed)) {
+				llm_seterr("%s", job.err);
+				return -1;
+			}
 		}
 		struct matvec wo[] = { { r->xb2, D, &L->wo } };
 		matmul(r->pool, &r->mm, wo, 1, r->xb, Q, n);

@@ -82,6 +82,8 @@ struct model_run {
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
 	float *k, *v;		/* a batch's keys and values when it spans several sequences */
 	struct attn attn;
+	struct attn *seq_attn;	/* a thread's, for sequences of one token attended to side by side */
+	int n_seq_attn;
 };
 
 int model_run_init(struct model_run *r, const struct model *m, struct pool *pool);

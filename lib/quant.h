@@ -167,4 +167,23 @@ quant_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum)
 	return xq;
 }
 
+/*
+ * After them, for kernels that put tokens in a vector's lanes (vnni.c,
+ * for some T): x's integer pairs by groups of 16 tokens, dword
+ * xl[((g * nb + b) * 16 + k) * 16 + t % 16] for pair k of block b of
+ * token t of group g = t / 16, and their scales dxl[(g * nb + b) * 16 +
+ * t % 16]; the lanes past T zero.
+ */
+static inline int32_t *
+quant_rounded_lanes(const float *xr, int T, int cols, float **dxl)
+{
+	float *dx, *xsum;
+	size_t lanes = ((size_t)T + 15) / 16 * 16;
+
+	quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	int32_t *xl = (int32_t *)(xsum + QUANT_LINES((size_t)T * (cols / 32)));
+	*dxl = (float *)xl + lanes * (size_t)(cols / 2);
+	return xl;
+}
+
 #endif

@@ -132,7 +132,9 @@ sampler_sample(struct sampler *s, float *logits)
 	max = logits[argmax(logits, n)];
 	for (i = 0; i < n; i++) {
 		c[i].id = i;
-		c[i].p = expf((logits[i] - max) / s->temp);
+		float z = (logits[i] - max) / s->temp;
+		/* expf is +0 below -104 anyway (e^-104 is under half the least subnormal), but slowly */
+		c[i].p = z < -104.0f ? 0.0f : expf(z);
 		sum += c[i].p;
 	}
 	for (i = 0; i < n; i++)

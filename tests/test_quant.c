@@ -198,6 +198,50 @@ simd_kernels_match_the_scalar_kernel(void)
 }
 
 /*
+ * Batches of every size a decode step of many sequences makes (vnni.c
+ * puts 12 to 48 tokens in the lanes, two groups of 16 and a part one at
+ * 33; the rows in tiles of 8, 4 and 1) give each token the bits it has
+ * alone, on every instruction set.
+ */
+static void
+small_batches_give_each_token_its_bits(void)
+{
+	enum { ROWS = 157, MAXT = 49, COLS = 576 };
+	static const int Ts[] = { 2, 4, 11, 12, 16, 17, 20, 33, 48, 49 };
+	float *w = xmalloc(ROWS * COLS * sizeof *w), *x = xmalloc(MAXT * COLS * sizeof *x);
+	float *got = xmalloc(MAXT * ROWS * sizeof *got), one[ROWS];
+	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, COLS));
+	int best = kernels_isa(), isa, ti, k, t, i, bad;
+
+	for (i = 0; i < ROWS * COLS; i++)
+		w[i] = rnd();
+	for (i = 0; i < MAXT * COLS; i++)
+		x[i] = rnd() * (i % 5 + 1);
+	for (isa = KERNELS_SCALAR; isa <= best; isa++) {
+		if (kernels_set_isa(isa) != 0)
+			continue;
+		for (ti = 0; ti < NTYPES; ti++) {
+			uint32_t type = all_types[ti];
+			size_t rb = quant_row_bytes(type, COLS);
+			for (i = 0; i < ROWS; i++)
+				quantize_row(type, w + i * COLS, q + i * rb, COLS);
+			for (k = 0; k < (int)(sizeof Ts / sizeof *Ts); k++) {
+				quant_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, Ts[k], got, ROWS);
+				for (bad = 0, t = 0; t < Ts[k]; t++) {
+					quant_gemm(type, q, rb, 0, ROWS, COLS, x + t * COLS, COLS, 1, one, ROWS);
+					for (i = 0; i < ROWS; i++)
+						bad += memcmp(&one[i], &got[t * ROWS + i], 4) != 0 || got[t * ROWS + i] != got[t * ROWS + i];
+				}
+				CHECK(bad == 0, "%s %s, %d tokens: %d outputs differ from the tokens alone",
+				    kernels_isa_name(isa), gguf_type_name(type), Ts[k], bad);
+			}
+		}
+	}
+	kernels_set_isa(best);
+	free(w), free(x), free(got), free(q);
+}
+
+/*
  * x rounded once (quant_round, its tokens in two pieces as two threads
  * share them) and products of row ranges (quant_gemm_rounded, as a
  * batch's claims or a token's parts) give quant_gemm's bits, for every
@@ -442,6 +486,7 @@ main(void)
 	TEST(reference_quantizers_round_trip);
 	TEST(simd_kernels_match_the_scalar_kernel);
 	TEST(rounding_once_gives_the_same_bits);
+	TEST(small_batches_give_each_token_its_bits);
 	TEST(extreme_activations_stay_finite);
 	TEST(kv_kernels_match_scalar_and_ignore_their_company);
 	TEST(f32_values_match_scalar_and_ignore_their_company);
