@@ -217,6 +217,29 @@ lines_options_are_checked() {
 	[ "$(cat "$TMP/got")" = "$(printf '\n\n')" ] || fail "-n 0: '$(cat "$TMP/got")'"
 }
 
+# The man page's classification loop, run as printed (its model and file
+# names aside): a label for every line, in order.
+the_man_pages_classification_loop_works() {
+	m="$SHARED/models/stories260K.gguf"
+	need "$m"
+	awk '/^Label every line/ { on = 1 } on && /^\.Bd/ { inb = 1; next } inb && /^\.Ed/ { exit }
+		inb { gsub(/\\e/, "\\"); print }' "$PWD/man/llm-decode.1" >"$TMP/loop.sh"
+	grep -q 'llm-decode -m m.gguf --lines' "$TMP/loop.sh" || fail "no loop in the man page: $(cat "$TMP/loop.sh")"
+	printf 'The cake was good.\nThe dog was sad.\nI like the sun.\n' >"$TMP/reviews.txt"
+	(cd "$TMP" && PATH="$BIN:$PATH" && ln -sf "$m" m.gguf && sh loop.sh) >"$TMP/labels" ||
+		fail "exit $?"
+	[ "$(wc -l <"$TMP/labels")" -eq 3 ] || fail "$(cat "$TMP/labels")"
+	cut -f2 "$TMP/labels" | cmp - "$TMP/reviews.txt" || fail "the reviews are not in order"
+	# each label is the review's own next token, computed alone
+	q=$("$BIN/llm-tokenize" -m "$m" --no-bos ' Positive or negative? Answer:')
+	while IFS= read -r r; do
+		{ "$BIN/llm-tokenize" -m "$m" "$r"; echo "$q"; } | "$BIN/llm-decode" -m "$m" -n 1 --greedy |
+			"$BIN/llm-tokenize" -m "$m" -d
+		echo
+	done <"$TMP/reviews.txt" >"$TMP/want"
+	cut -f1 "$TMP/labels" | cmp - "$TMP/want" || fail "labels: $(cut -f1 "$TMP/labels" | tr '\n' '|')"
+}
+
 t every_line_equals_its_solo_run
 t parallel_and_threads_change_nothing
 t score_lines_equal_solo_scores
@@ -226,3 +249,4 @@ t early_close_of_stdout
 t a_shared_snapshot_gives_solo_results
 t resume_reads_the_snapshot_in_place
 t lines_options_are_checked
+t the_man_pages_classification_loop_works
