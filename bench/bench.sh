@@ -602,5 +602,9 @@ for v in starcoder llama-spm; do
 	}'
 	sep=,
 done
-printf ']}\n' >>"$JSON"
+printf ']' >>"$JSON"
+
+# Many prompts in one process (issue 33): bench/lines.sh, its part of the JSON too.
+JSON="$JSON" sh bench/lines.sh
+printf '}\n' >>"$JSON"
 echo "written: $JSON"

@@ -1,0 +1,157 @@
+#!/bin/sh
+# bench/lines.sh: many prompts in one process (issue 33), as make bench
+# runs it after the rest (or alone: sh bench/lines.sh).  It prints figures
+# and never fails on speed; with JSON=FILE it appends its part there.
+#
+# - The batch: 16 prompts of 128 tokens, 64 generated each, on the
+#   SmolLM2-135M-shaped Q8_0 model with 2 threads: llm-decode --lines
+#   -P 16 against llama-batched-bench at 16 sequences, alternating, and
+#   against plain llm-decode run on the prompts one after another.
+# - The curve: decode steps alone (prompts of 4 tokens, 64 generated) for
+#   -P 1, 4, 16 and 32, against prefill of a 128-token prompt in the same
+#   run and the machine's multiply-add peak, beside llama-batched-bench's
+#   decode rate.
+# - Sharing: 16 lines resumed from one 2000-position f32 snapshot, their
+#   private memory (RssAnon) against the snapshot's size; one plain
+#   resume's; and the time to the first token of resumes of 100, 1000 and
+#   4000 positions.
+set -u
+TMP=bench/tmp
+mkdir -p "$TMP"
+D=cmd/llm-decode
+TH=2
+ROUNDS=${BENCH_ROUNDS:-3}
+REF=${LLAMA_BATCHED_BENCH:-../shared/ref/llama-batched-bench}
+JSON=${JSON:-}
+json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
+now() { date +%s.%N; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# prompts N LEN: N lines of LEN ids in 1000..40999, each line its own
+prompts() {
+	awk -v n="$1" -v len="$2" 'BEGIN { for (i = 0; i < n; i++) { s = ""
+		for (j = 0; j < len; j++) s = s (j ? " " : "") 1000 + (i * 104729 + j * 7919) % 40000
+		print s } }'
+}
+m="$TMP/smollm2-135m-q8_0.gguf"
+[ -f "$m" ] || tools/mkmodel -s smollm2-135m -t q8_0 -o "$m" || exit 1
+mf="$TMP/smollm2-135m-f32-8k.gguf"
+[ -f "$mf" ] || tools/mkmodel -s smollm2-135m -t f32 -c 8192 -o "$mf" || exit 1
+have_ref=0
+[ -x "$REF" ] && have_ref=1
+# ref_table NPL: llama-batched-bench's rows for 128-token prompts and 64 generated
+ref_table() {
+	"$REF" -m "$m" -c 16384 -b 2048 -ub 512 -npp 128 -ntg 64 -npl "$1" -t $TH 2>/dev/null |
+		awk -F'|' 'NF > 10 && $2 + 0 > 0 { gsub(/ /, ""); print $4, $7, $9, $11 }'	# B S_PP S_TG S
+}
+
+echo
+echo "many prompts (issue 33): SmolLM2-135M shape, q8_0, $TH threads, $(sh -c "echo 1 | $D -m $m -n 1 --stats-json 2>&1 >/dev/null" | sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p')"
+prompts 16 128 >"$TMP/l16x128"
+: >"$TMP/lines-batch"
+for r in $(seq "$ROUNDS"); do
+	theirs=-
+	[ $have_ref -eq 1 ] && [ $((r % 2)) = 0 ] && theirs=$(ref_table 16 | awk '{ print $4 }')
+	$D -m "$m" -t $TH --lines -P 16 -n 64 --ignore-eos --greedy -q --stats-json <"$TMP/l16x128" \
+		>/dev/null 2>"$TMP/lb" || exit 1
+	[ $have_ref -eq 1 ] && [ $((r % 2)) = 1 ] && theirs=$(ref_table 16 | awk '{ print $4 }')
+	echo "$(json total_tok_s "$TMP/lb") $(json seconds "$TMP/lb") ${theirs:--}" >>"$TMP/lines-batch"
+done
+ours=$(awk '{ print $1 }' "$TMP/lines-batch" | median)
+secs=$(awk '{ print $2 }' "$TMP/lines-batch" | median)
+theirs=$(awk '$3 != "-" { print $3 }' "$TMP/lines-batch" | median)
+# the same prompts, one plain run each, one after another
+t0=$(now)
+while IFS= read -r l; do
+	echo "$l" | $D -m "$m" -t $TH -n 64 --ignore-eos --greedy -q >/dev/null || exit 1
+done <"$TMP/l16x128"
+t1=$(now)
+awk -v o="$ours" -v s="$secs" -v r="${theirs:-0}" -v a="$t0" -v b="$t1" 'BEGIN {
+	printf "  16 prompts of 128, 64 generated each, -P 16: %.1f tok/s in all (%.2f s)", o, s
+	if (r > 0) printf "; llama-batched-bench at 16: %.1f tok/s: %.2fx", r, o / r
+	printf "\n  one plain llm-decode after another: %.2f s: the batch takes %.2f of that (%.1fx faster)\n",
+	    b - a, s / (b - a), (b - a) / s
+}'
+
+# the curve: decode steps of P sequences, against prefill of 128 in the same run
+prompts 32 4 >"$TMP/l32x4"
+echo 1 >"$TMP/one"
+prompts 1 128 >"$TMP/l1x128"
+: >"$TMP/pp"
+for r in $(seq "$ROUNDS"); do
+	$D -m "$m" -t $TH -n 1 --warmup --greedy --stats-json <"$TMP/l1x128" >/dev/null 2>"$TMP/pp1" || exit 1
+	json prefill_tok_s "$TMP/pp1" >>"$TMP/pp"
+done
+pp=$(median <"$TMP/pp")
+peak=$(bench/fmapeak $TH 2>/dev/null | tail -n 1)
+[ $have_ref -eq 1 ] && ref_table 1,4,16,32 >"$TMP/refcurve"
+echo "  decode steps alone (prompts of 4, 64 generated), against prefill of 128 here ($(printf '%.0f' "$pp") tok/s):"
+printf '  %4s %10s %10s %8s %11s\n' P "dec tok/s" "/prefill" "%peak" "llama.cpp"
+[ -n "$JSON" ] && printf ',"lines":{"prefill128_tok_s":%.1f,"curve":[' "$pp" >>"$JSON"
+sep=
+for p in 1 4 16 32; do
+	: >"$TMP/dc"
+	for r in $(seq "$ROUNDS"); do
+		head -n "$p" "$TMP/l32x4" | $D -m "$m" -t $TH --lines -P "$p" -n 64 --ignore-eos --greedy -q \
+			--stats-json >/dev/null 2>"$TMP/dc1" || exit 1
+		json generated_tok_s "$TMP/dc1" >>"$TMP/dc"
+	done
+	d=$(median <"$TMP/dc")
+	rt=$(awk -v p="$p" '$1 == p { print $3 }' "$TMP/refcurve" 2>/dev/null)
+	# 2 FLOP per weight of the 30 layers and the output matrix, a token
+	awk -v p="$p" -v d="$d" -v pp="$pp" -v pk="${peak:-0}" -v rt="${rt:-}" 'BEGIN {
+		fl = 2 * (30 * (2 * 576 * 576 + 2 * 576 * 192 + 3 * 576 * 1536) + 49152 * 576)
+		printf "  %4d %10.1f %9.2fx %7.0f%% %11s\n", p, d, d / pp, (pk > 0 ? 100 * d * fl / pk : 0), (rt == "" ? "-" : rt)
+	}'
+	[ -n "$JSON" ] && printf '%s{"parallel":%d,"decode_tok_s":%s,"llama_cpp_decode_tok_s":%s}' "$sep" "$p" "$d" \
+		"${rt:-null}" >>"$JSON"
+	sep=,
+done
+[ -n "$JSON" ] && printf '],"batch16":{"total_tok_s":%s,"seconds":%s,"llama_cpp_total_tok_s":%s,"sequential_seconds":%s}' \
+	"$ours" "$secs" "${theirs:-null}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$JSON"
+echo "  %peak: 2 FLOP a weight a token over bench/fmapeak's f32 multiply-add peak of $TH threads; q8_0's products run as"
+echo "  16-bit integer dot products, whose peak is higher (a 128-token prefill goes past the f32 one), so 100% is no wall"
+
+# sharing one snapshot
+prompts 1 4000 | tr ' ' '\n' >"$TMP/s4000"
+head -n 2000 "$TMP/s4000" >"$TMP/s2000"
+$D -m "$mf" -t $TH -n 0 -q --kv-out "$TMP/s2000.kv" <"$TMP/s2000" || exit 1
+size=$(wc -c <"$TMP/s2000.kv")
+prefix=$(tr '\n' ' ' <"$TMP/s2000")
+for i in $(seq 16); do echo "$prefix $((100 + i)) $((200 + i)) 7 8"; done >"$TMP/l16shared"
+$D -m "$mf" -t $TH --lines -n 16 --ignore-eos --greedy -q --kv-in "$TMP/s2000.kv" --stats-json \
+	<"$TMP/l16shared" >/dev/null 2>"$TMP/sh16" || exit 1
+{ cat "$TMP/s2000"; echo 5 6 7; } | $D -m "$mf" -t $TH -n 16 --ignore-eos --greedy -q --kv-in "$TMP/s2000.kv" \
+	--stats-json >/dev/null 2>"$TMP/sh1" || exit 1
+awk -v s="$size" -v a16="$(json rss_anon_bytes "$TMP/sh16")" -v a1="$(json rss_anon_bytes "$TMP/sh1")" \
+    -v kv="$(json kv_resident_bytes "$TMP/sh1")" 'BEGIN {
+	printf "  16 lines resumed from one 2000-position f32 snapshot (%.1f MB): %.1f MB private (RssAnon), %.2fx its size\n",
+	    s / 1e6, a16 / 1e6, a16 / s
+	printf "  one plain resume: %.1f MB private, its cache %.2f MB resident\n", a1 / 1e6, kv / 1e6
+}'
+printf '  a resume (f32, 4 new tokens, 1 generated), median of %d: the whole run, and its first token after loading:\n ' "$ROUNDS"
+[ -n "$JSON" ] && printf ',"sharing":{"snapshot_bytes":%s,"lines16_rss_anon_bytes":%s,"one_rss_anon_bytes":%s,"resume":{' \
+	"$size" "$(json rss_anon_bytes "$TMP/sh16")" "$(json rss_anon_bytes "$TMP/sh1")" >>"$JSON"
+sep=
+for n in 100 1000 4000; do
+	head -n "$n" "$TMP/s4000" >"$TMP/sn"
+	$D -m "$mf" -t $TH -n 0 -q --kv-out "$TMP/sn.kv" <"$TMP/sn" || exit 1
+	: >"$TMP/tt"
+	: >"$TMP/tw"
+	{ cat "$TMP/sn"; echo 5 6 7 8; } >"$TMP/sn4"
+	for r in $(seq "$ROUNDS"); do
+		t0=$(now)
+		$D -m "$mf" -t $TH -n 1 -q --kv-in "$TMP/sn.kv" --stats-json <"$TMP/sn4" >/dev/null 2>"$TMP/tt1" ||
+			exit 1
+		t1=$(now)
+		json ttft_ms "$TMP/tt1" >>"$TMP/tt"
+		awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) * 1e3 }' >>"$TMP/tw"
+	done
+	t=$(median <"$TMP/tt")
+	w=$(median <"$TMP/tw")
+	printf ' %d positions %.0f ms, %.1f ms;' "$n" "$w" "$t"
+	[ -n "$JSON" ] && printf '%s"%d":{"run_ms":%s,"ttft_ms":%s}' "$sep" "$n" "$w" "$t" >>"$JSON"
+	sep=,
+done
+echo
+[ -n "$JSON" ] && printf '}}}' >>"$JSON"
+exit 0
