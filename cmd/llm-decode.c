@@ -582,8 +582,8 @@ input_line(struct input *in, int wait, char **line, size_t *n)
 	ssize_t got;
 
 	for (;;) {
-		if ((nl = memchr(in->buf + in->start, '\n', in->len - in->start)) || (in->eof &&
-		    in->start < in->len)) {
+		nl = in->start < in->len ? memchr(in->buf + in->start, '\n', in->len - in->start) : NULL;
+		if (nl || (in->eof && in->start < in->len)) {
 			*line = in->buf + in->start;
 			*n = nl ? (size_t)(nl - *line) : in->len - in->start;
 			(*line)[*n] = '\0';
@@ -592,7 +592,8 @@ input_line(struct input *in, int wait, char **line, size_t *n)
 		}
 		if (in->eof || (!wait && poll(&p, 1, 0) <= 0))
 			return 0;
-		memmove(in->buf, in->buf + in->start, in->len - in->start);
+		if (in->start > 0)
+			memmove(in->buf, in->buf + in->start, in->len - in->start);
 		in->len -= in->start;
 		in->start = 0;
 		if (in->len + 4096 > in->cap) {

@@ -126,9 +126,10 @@ bad_lines_among_good_ones() {
 lines_are_written_in_order_as_they_are_done() {
 	f=$(model small q8_0)
 	# the input stays open: the first line's output must come before it ends
-	{ echo "1 2 3"; sleep 30; } | "$D" -m "$f" -n 3 --greedy --lines >"$TMP/got" 2>&1 &
+	rm -f "$TMP/got"	# before the job starts, which may truncate it later
+	{ echo "1 2 3"; sleep 30; } | "$D" -m "$f" -n 3 --greedy --lines >"$TMP/got" 2>"$TMP/err" &
 	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-		[ -s "$TMP/got" ] && break
+		[ "$(wc -w <"$TMP/got" 2>/dev/null)" = 3 ] && break
 		sleep 0.5
 	done
 	pkill -f "sleep 30" 2>/dev/null
