@@ -71,6 +71,26 @@ makefile_answers_each_question_from_the_prefix() {
 		fail "$(cat "$TMP/redo")"
 }
 
+# examples/Makefile after failed steps: a missing model leaves no target
+# behind, and a damaged snapshot fails make, every time, naming it.
+makefile_fails_and_builds_nothing_on_failed_steps() {
+	m=$(model)
+	rm -rf "$TMP/exf"
+	mkdir -p "$TMP/exf"
+	cp -r examples/Makefile examples/system.txt examples/questions "$TMP/exf/"
+	umake -C "$TMP/exf" BIN="$BIN" MODEL=/nonexistent.gguf >"$TMP/make.out" 2>&1 &&
+		fail "make with a missing model succeeded"
+	[ ! -e "$TMP/exf/prefix.ids" ] || fail "an empty prefix.ids was left: $(ls -la "$TMP/exf")"
+	umake -C "$TMP/exf" BIN="$BIN" MODEL="$m" prefix.kv >"$TMP/make.out" 2>&1 || fail "make prefix.kv"
+	printf 'X' | dd of="$TMP/exf/prefix.kv" bs=1 seek=5000 conv=notrunc 2>/dev/null
+	for i in 1 2; do
+		umake -C "$TMP/exf" BIN="$BIN" MODEL="$m" >"$TMP/make.out" 2>&1 &&
+			fail "make $i with a damaged prefix.kv succeeded"
+		grep -q 'prefix.kv: .*checksum mismatch' "$TMP/make.out" || fail "$(cat "$TMP/make.out")"
+		[ -z "$(ls "$TMP/exf/answers/"*.txt 2>/dev/null)" ] || fail "make $i left answers"
+	done
+}
+
 batch_gives_each_prompt_its_text() {
 	m=$(model)
 	rm -rf "$TMP/batch"
@@ -106,8 +126,28 @@ inspect_answers_from_the_cache() {
 	grep -q '<svg' "$TMP/insp/story.svg" || fail "no heat map"
 }
 
+# A failed turn (a damaged snapshot) exits non-zero and leaves every file
+# of the conversation as it was, for a model with a template and one without.
+chat_turn_that_fails_changes_nothing() {
+	"$PWD/tools/mkmodel" -C chatml -o "$TMP/chatml.gguf" || fail "mkmodel"
+	for m in "$TMP/chatml.gguf" "$(model)"; do
+		rm -rf "$TMP/cv" && mkdir -p "$TMP/cv"
+		sh examples/chat.sh -m "$m" -n 5 "$TMP/cv/c" 'Hello there' >/dev/null 2>&1 || fail "first turn: exit $?"
+		printf 'X' | dd of="$TMP/cv/c.kv" bs=1 seek=5000 conv=notrunc 2>/dev/null
+		(cd "$TMP/cv" && cksum c.* | sort) >"$TMP/before"
+		sh examples/chat.sh -m "$m" -n 5 "$TMP/cv/c" 'And then?' >"$TMP/out" 2>"$TMP/err" &&
+			fail "$m: a turn from a damaged snapshot succeeded"
+		(cd "$TMP/cv" && cksum c.* | sort) >"$TMP/after"
+		cmp "$TMP/before" "$TMP/after" || fail "$m: the conversation changed: $(cat "$TMP/after")"
+		grep -q 'checksum mismatch' "$TMP/err" || fail "$m: $(cat "$TMP/err")"
+		[ -z "$(ls -A "$TMP/cv" | grep -v '^c\.')" ] || fail "left behind: $(ls -A "$TMP/cv")"
+	done
+}
+
 t demo_runs
+t chat_turn_that_fails_changes_nothing
 t makefile_answers_each_question_from_the_prefix
+t makefile_fails_and_builds_nothing_on_failed_steps
 t batch_gives_each_prompt_its_text
 t inspect_answers_from_the_cache
 t chat_demo_uses_the_models_template
