@@ -966,6 +966,9 @@ main(int argc, char *argv[])
 	if (!seed_set)
 		r.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
+	/* a doomed snapshot is refused before any work, not after it */
+	if (r.kv_out && snapshot_writable(r.kv_out) < 0)
+		die(1, "%s: %s", r.kv_out, llm_err());
 	if (model_load(&r.m, r.model_path) < 0)
 		die(1, "%s: %s", r.model_path, llm_err());
 	if (!(r.pool = pool_create(r.threads)))

@@ -288,6 +288,63 @@ block_of(const struct kv *kv, int layer, int which, int n, size_t len, void **bu
 	return p;
 }
 
+/*
+ * A new temporary file beside path, .NAME.tmp-XXXXXX in its directory
+ * (its name in *tmp, malloc'd; the directory in *dir if dir is not
+ * NULL), with the mode a plain creat would give: the fd, or -1 (errno).
+ */
+static int
+temp_beside(const char *path, char **tmp, char **dir)
+{
+	char *copy = strdup(path), *d = strdup(dirname(copy)), *base = strdup(path);
+	size_t n = strlen(path) + 32;
+	mode_t mask;
+	int fd, e;
+
+	*tmp = xmalloc(n);
+	snprintf(*tmp, n, "%s/.%s.tmp-XXXXXX", d, basename(base));
+	free(copy), free(base);
+	if (dir)
+		*dir = d;
+	else
+		free(d);
+	if ((fd = mkstemp(*tmp)) < 0)
+		return -1;
+	/* mkstemp makes 0600; give the file the mode a plain creat would. */
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) < 0) {
+		e = errno;
+		close(fd);
+		unlink(*tmp);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int
+snapshot_writable(const char *path)
+{
+	struct stat st;
+	char *tmp = NULL;
+	int fd;
+
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		llm_seterr("is a directory");
+		return -1;
+	}
+	if ((fd = temp_beside(path, &tmp, NULL)) < 0) {
+		llm_seterr("cannot write a snapshot there: %s", strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	close(fd);
+	unlink(tmp);
+	free(tmp);
+	return 0;
+}
+
 int
 snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *kv,
     const int *tokens, int n_pos)
@@ -300,7 +357,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	uint64_t meta_end = dir_offset + (uint64_t)SNAP_DIR_ENTRY * meta->n_layers;
 	uint64_t data_offset = align_up(meta_end, SNAP_ALIGN);
 	uint64_t block[2], stride[2], off;
-	char *copy = strdup(path), *dir = strdup(dirname(copy)), *tmp = NULL;
+	char *dir = NULL, *tmp = NULL;
 	const void *data;
 	void *buf = NULL;
 	uint8_t *m;
@@ -311,7 +368,6 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	    (uint32_t)kv->n_layers != meta->n_layers || kv->k_type != meta->k_type ||
 	    kv->v_type != meta->v_type || (kv->window && n_pos != kv->seq_len)) {
 		llm_seterr("snapshot: %d positions do not fit the cache", n_pos);
-		free(copy), free(dir);
 		return -1;
 	}
 	for (i = 0; i < kv->n_layers; i++)
@@ -320,7 +376,6 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 				llm_seterr("snapshot: the ring rows of positions %d to %d are no longer in "
 				    "the cache (%d written)", n_pos - cache_ring(kv, w, n_pos), n_pos - 1,
 				    kv->written);
-				free(copy), free(dir);
 				return -1;
 			}
 	for (w = KV_K; w <= KV_V; w++) {
@@ -373,21 +428,13 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	}
 	put64(m + AT_HEADER_SUM, snapshot_sum(m, (size_t)meta_end));
 
-	tmp = xmalloc(strlen(path) + 32);
-	{
-		char *base = strdup(path), *b = basename(base);
-		snprintf(tmp, strlen(path) + 32, "%s/.%s.tmp-XXXXXX", dir, b);
-		free(base);
-	}
 	buf = NULL;
-	if ((fd = mkstemp(tmp)) < 0)
+	if ((fd = temp_beside(path, &tmp, &dir)) < 0) {
+		int e = errno;
+		free(tmp);
+		tmp = NULL;	/* temp_beside removed what it made */
+		errno = e;
 		goto fail;
-	{
-		/* mkstemp makes 0600; give the file the mode a plain creat would. */
-		mode_t mask = umask(0);
-		umask(mask);
-		if (fchmod(fd, 0666 & ~mask) < 0)
-			goto fail;
 	}
 	if (write_all(fd, m, (size_t)data_offset) < 0)
 		goto fail;
@@ -414,7 +461,7 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 		fsync(dfd);
 		close(dfd);
 	}
-	free(m), free(tmp), free(copy), free(dir);
+	free(m), free(tmp), free(dir);
 	return 0;
 fail:
 	llm_seterr("%s", strerror(errno));
@@ -422,7 +469,7 @@ fail:
 		close(fd);	/* after llm_seterr: close may change errno */
 	if (tmp)
 		unlink(tmp);
-	free(buf), free(m), free(tmp), free(copy), free(dir);
+	free(buf), free(m), free(tmp), free(dir);
 	return -1;
 }
 

@@ -70,6 +70,13 @@ uint64_t snapshot_sum(const void *p, size_t n);
 int snapshot_write(const char *path, const struct snap_meta *meta,
     const struct kv *kv, const int *tokens, int n_pos);
 
+/*
+ * Whether a snapshot can be written to path, checked before the work
+ * that fills it: not a directory, and a temporary file can be made
+ * beside it (and is removed).  0, or -1 with llm_err().
+ */
+int snapshot_writable(const char *path);
+
 /* Map and validate everything but the block checksums; -1, llm_err(). */
 int snapshot_open(struct snapshot *s, const char *path);
 void snapshot_close(struct snapshot *s);

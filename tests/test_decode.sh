@@ -213,6 +213,25 @@ stats_and_score_lines_say_only_what_was_measured() {
 	awk -v p="$p" 'BEGIN { exit !(p + 0 > 1) }' || fail "perplexity '$p' does not parse"
 }
 
+# A snapshot that cannot be written is refused before any work: a missing
+# directory, a directory, one we may not write in.  Nothing is generated.
+doomed_kv_out_is_refused_before_the_work() {
+	m=$(tiny q8_0)
+	for o in "$TMP/no/such/dir/s.kv" "$TMP"; do
+		echo 1 2 3 | "$D" -m "$m" -n 5 --kv-out "$o" >"$TMP/out" 2>"$TMP/err"
+		[ $? -eq 1 ] || fail "$o: exit status"
+		[ ! -s "$TMP/out" ] || fail "$o: tokens were generated: $(cat "$TMP/out")"
+		grep -q "^llm-decode: $o: " "$TMP/err" || fail "$o: $(cat "$TMP/err")"
+		[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$o: $(cat "$TMP/err")"
+	done
+	grep -q 'is a directory' "$TMP/err" || fail "$(cat "$TMP/err")"
+	ls -a "$TMP" | grep -q '\.tmp-' && fail "a temporary file was left"
+	# the check leaves nothing behind where it can write
+	echo 1 2 3 | "$D" -m "$m" -n 5 --kv-out "$TMP/ok.kv" >/dev/null || fail "exit $?"
+	[ -s "$TMP/ok.kv" ] || fail "no snapshot"
+	return 0
+}
+
 t stories260K_reproduces_reference_ids
 t grow_on_demand_and_prealloc_give_identical_ids
 t context_overflow_exits_nonzero_after_emitting_tokens
@@ -228,3 +247,4 @@ t usage_and_bad_files
 t empty_prompt_starts_from_bos
 t warmup_changes_nothing_but_the_clock
 t stats_and_score_lines_say_only_what_was_measured
+t doomed_kv_out_is_refused_before_the_work
