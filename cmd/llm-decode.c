@@ -129,10 +129,17 @@ print_stats(const struct run *r)
 			snprintf(rate, sizeof rate, " at %.1f tok/s", decode_tps);
 		if (!r->greedy)
 			snprintf(seed, sizeof seed, ", seed %llu", (unsigned long long)r->seed);
-		fprintf(stderr, "%s: %d prompt tokens at %.1f tok/s, %d generated%s, "
+		char prompt[96];
+		/* the rate is that of the tokens computed: a resume's reused ones took no time */
+		if (r->reused)
+			snprintf(prompt, sizeof prompt, "%d prompt tokens (%d reused, %d computed at %.1f tok/s)",
+			    r->n_prompt, r->reused, r->n_prompt - r->reused, prefill_tps);
+		else
+			snprintf(prompt, sizeof prompt, "%d prompt tokens at %.1f tok/s", r->n_prompt, prefill_tps);
+		fprintf(stderr, "%s: %s, %d generated%s, "
 		    "ttft %.1f ms, %d tokens reused from a snapshot\n%s: kv %zu bytes (%d of %d positions allocated, "
 		    "%zu resident, %.1f ms growing), peak rss %zu bytes, %d threads%s\n",
-		    argv0, r->n_prompt, prefill_tps, r->n_gen, rate, ttft, r->reused,
+		    argv0, prompt, r->n_gen, rate, ttft, r->reused,
 		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx, kv_resident_bytes(&r->kv),
 		    r->kv.grow_seconds * 1e3, peak_rss_bytes(), r->threads, seed);
 	}
@@ -312,17 +319,51 @@ score(struct run *r, const int *ids, int n)
 static void
 resume(struct run *r, const char *path, const int *ids, int n_ids)
 {
-	int what;
+	int what, lcp = 0;
 
-	if (snapshot_open(&r->snap, path) < 0)
-		die(1, "%s: %s", path, llm_err());
-	r->have_snap = 1;
 	if (snapshot_check(&r->snap, &r->m, &r->kv, &what) < 0)
 		die(1, "%s: %s%s", path, llm_err(), what == SNAP_TYPES ?
 		    ": resume with the same --kv-type, or recompute" : what == SNAP_WINDOW ?
 		    ": resume with the same --kv-window and --kv-sinks, or recompute" : "");
 	if ((r->reused = snapshot_resume(&r->snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
+	if (r->reused > 0 || r->quiet)
+		return;
+	/* a snapshot that gives nothing says why, not only in --stats */
+	while (lcp < (int)r->snap.n_pos && lcp < n_ids && snapshot_token(&r->snap, (uint32_t)lcp) ==
+	    (uint32_t)ids[lcp])
+		lcp++;
+	if (lcp == 0)
+		warnx_("%s: nothing reused: the input's first token is not the snapshot's", path);
+	else if (lcp == 1 && n_ids == 1)
+		warnx_("%s: nothing reused: the input is one token, whose logits the snapshot does not "
+		    "hold", path);
+	else
+		warnx_("%s: nothing reused: the %d tokens it shares with the input cannot be loaded "
+		    "into this cache (k %s v %s%s; see --kv-in in llm-decode(1))", path, lcp,
+		    kv_type_name(r->kv.k_type), kv_type_name(r->kv.v_type),
+		    r->kv.window ? ", windowed" : "");
+}
+
+/*
+ * --kv-in's snapshot, opened before the cache is made: a cache type or
+ * window not given takes the snapshot's, so a resume need not repeat
+ * them (one given and different is refused by resume()).
+ */
+static void
+open_snapshot(struct run *r, const char *path, int *k_type, int *v_type, int *window, int *sinks)
+{
+	if (snapshot_open(&r->snap, path) < 0)
+		die(1, "%s: %s", path, llm_err());
+	r->have_snap = 1;
+	if (*k_type < 0)
+		*k_type = r->snap.meta.k_type;
+	if (*v_type < 0)
+		*v_type = r->snap.meta.v_type;
+	if (!*window && r->snap.meta.window) {
+		*window = (int)r->snap.meta.window;
+		*sinks = (int)r->snap.meta.sinks;
+	}
 }
 
 /*
@@ -372,9 +413,14 @@ finish(struct run *r, enum end end)
 		warnx_("%s", r->msg);
 	if (r->kv_out && save(r) < 0 && status == 0)
 		status = 1;
-	if (end == END_SIGNAL)
-		warnx_("stopped by %s after %d generated tokens%s", strsignal(stop_signal),
-		    r->n_gen, r->kv_out ? "; the cache was saved" : "");
+	if (end == END_SIGNAL) {
+		/* the prompt's positions the cache holds, those loaded from --kv-in aside */
+		int held = r->kv.seq_len < r->n_prompt ? r->kv.seq_len : r->n_prompt;
+		warnx_("stopped by %s after %d of %d prompt tokens computed%s and %d generated%s",
+		    strsignal(stop_signal), held - r->reused, r->n_prompt - r->reused,
+		    r->reused ? " (the rest reused)" : "", r->n_gen,
+		    r->kv_out ? "; the cache was saved" : "");
+	}
 	ids_free(&r->fed);
 	kv_free(&r->kv);
 	if (r->have_snap)
@@ -862,18 +908,22 @@ main(int argc, char *argv[])
 	const char *kv_in = NULL, *sampling = NULL;
 	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
-	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, status;
+	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, n_set = 0, status;
 	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
 	enum end end;
 
 	argv0 = "llm-decode";
+	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
 	r.threads = pool_default_threads();
 	while ((c = getopt_long(argc, argv, "m:n:t:P:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': r.model_path = optarg; break;
-		case 'n': n_predict = (int)opt_int("-n", optarg, 0, 1 << 30); break;
+		case 'n':
+			n_predict = (int)opt_int("-n", optarg, 0, 1 << 30);
+			n_set = 1;
+			break;
 		case 't': r.threads = (int)opt_int("-t", optarg, 1, 256); break;
 		case 'P': parallel = (int)opt_int("-P", optarg, 1, MODEL_BATCH); break;
 		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
@@ -924,7 +974,10 @@ main(int argc, char *argv[])
 		default: usage(2);
 		}
 	}
-	if (optind != argc || !r.model_path)
+	if (optind != argc)
+		die(2, "'%s': an argument where none goes: prompts come as token ids on standard "
+		    "input (llm-tokenize -m MODEL 'TEXT' | llm-decode -m MODEL)", argv[optind]);
+	if (!r.model_path)
 		usage(2);
 	/* Options that contradict each other are refused, never resolved by their order. */
 	if (greedy && sampling)
@@ -934,6 +987,9 @@ main(int argc, char *argv[])
 	r.greedy = greedy;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
+	if (do_score && (n_set || sampling || greedy || seed_set || ignore_eos))
+		die(2, "--score and %s conflict: --score generates nothing", n_set ? "-n" : sampling ?
+		    sampling : greedy ? "--greedy" : seed_set ? "--seed" : "--ignore-eos");
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
 		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
 		    "--kv-type-v");
@@ -975,8 +1031,10 @@ main(int argc, char *argv[])
 		die(1, "%s", llm_err());
 	model_run_init(&r.run, &r.m, r.pool);
 	if (ctx > r.m.c.context_length && !r.quiet)
-		warnx_("--ctx %d is beyond the model's context_length %d", ctx,
+		warnx_("warning: --ctx %d is beyond the model's context_length %d", ctx,
 		    r.m.c.context_length);
+	if (kv_in)
+		open_snapshot(&r, kv_in, &k_type, &v_type, &window, &sinks);
 	if (kv_init_types(&r.kv, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
 	    ctx ? ctx : r.m.c.context_length, prealloc, k_type < 0 ? KV_F32 : k_type,
 	    v_type < 0 ? KV_F32 : v_type) < 0)
@@ -999,9 +1057,6 @@ main(int argc, char *argv[])
 		if (kv_in) {
 			struct kv shape;
 			int what;
-			if (snapshot_open(&r.snap, kv_in) < 0)
-				die(1, "%s: %s", kv_in, llm_err());
-			r.have_snap = 1;
 			if (kv_init_types(&shape, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
 			    L.max_ctx, 0, L.k_type, L.v_type) < 0 ||
 			    (window && kv_set_window(&shape, sinks, window) < 0))
@@ -1018,6 +1073,9 @@ main(int argc, char *argv[])
 		return decode_lines(&L);
 	}
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);
+	if (isatty(STDIN_FILENO) && !r.quiet)
+		warnx_("reading token ids from the terminal, up to end of input (Ctrl-D); "
+		    "llm-tokenize makes them from text");
 	if (tokstream_read_all(&ts, &ids, &n_ids) < 0)
 		die(1, "stdin: %s", llm_err());
 	if (n_ids == 0 && !do_score) {

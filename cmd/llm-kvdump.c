@@ -42,6 +42,7 @@ main(int argc, char *argv[])
 	float *row;
 
 	argv0 = "llm-kvdump";
+	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_K: k = 1; sl.which = KV_K; break;

@@ -263,6 +263,7 @@ main(int argc, char *argv[])
 	char types[80];
 
 	argv0 = "llm-kvstat";
+	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case O_JSON: json = 1; break;

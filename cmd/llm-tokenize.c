@@ -111,6 +111,7 @@ main(int argc, char *argv[])
 	size_t n_msgs;
 
 	argv0 = "llm-tokenize";
+	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
 	while ((c = getopt_long(argc, argv, "m:dqh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': path = optarg; break;

@@ -232,6 +232,59 @@ doomed_kv_out_is_refused_before_the_work() {
 	return 0
 }
 
+# Rough edges a new user met (issue 34): each message says what is wrong
+# and what to do; a contradiction is a usage error.
+messages_say_what_to_do() {
+	m=$(tiny q8_0)
+	"$D" -m "$m" "Once upon a time" </dev/null >/dev/null 2>"$TMP/err"
+	[ $? -eq 2 ] || fail "a stray argument: exit status"
+	grep -q "^llm-decode: 'Once upon a time': .*token ids on standard input" "$TMP/err" ||
+		fail "$(cat "$TMP/err")"
+	# getopt's own messages carry the tool's name, not the path typed
+	"$BIN/../cmd/llm-decode" --bogus 2>&1 | head -n 1 | grep -q "^llm-decode: unrecognized option '--bogus'" ||
+		fail "$("$BIN/../cmd/llm-decode" --bogus 2>&1 | head -n 1)"
+	"$BIN/../cmd/llm-tokenize" -Z 2>&1 | head -n 1 | grep -q "^llm-tokenize: invalid option" || fail "tokenize -Z"
+	echo 1 | "$D" -m "$m" -n 1 --ctx 4096 2>&1 >/dev/null | grep -q "^llm-decode: warning: --ctx 4096 is beyond" ||
+		fail "--ctx: no warning: prefix"
+	for o in "-n 5" --greedy "--seed 3" "--temp 1" --ignore-eos; do
+		# shellcheck disable=SC2086
+		echo 1 2 3 | "$D" -m "$m" --score $o >/dev/null 2>"$TMP/err"
+		[ $? -eq 2 ] || fail "--score $o is not a usage error"
+		grep -q "^llm-decode: --score and" "$TMP/err" || fail "$(cat "$TMP/err")"
+	done
+}
+
+# A resume takes the cache's types and window from the snapshot; a
+# conflicting --kv-type is an error; one that reuses nothing says why.
+resume_takes_the_snapshots_cache() {
+	m=$(tiny q8_0)
+	echo 1 2 3 4 5 6 7 8 | "$D" -m "$m" -n 4 --greedy --kv-type q8_0 --kv-out "$TMP/q8.kv" >"$TMP/a" ||
+		fail "save"
+	{ echo 1 2 3 4 5 6 7 8; cat "$TMP/a"; echo 9; } >"$TMP/more"
+	"$D" -m "$m" -n 4 --greedy --kv-in "$TMP/q8.kv" --stats-json <"$TMP/more" >"$TMP/b" 2>"$TMP/js" ||
+		fail "resume without --kv-type: $(cat "$TMP/js")"
+	json_assert "$TMP/js" "d['kv_type_k'] == 'q8_0' and d['kv_type_v'] == 'q8_0' and d['reused_tokens'] > 0"
+	"$D" -m "$m" -n 4 --greedy --kv-type q8_0 <"$TMP/more" | cmp - "$TMP/b" || fail "resumed ids differ"
+	"$D" -m "$m" -n 4 --greedy --kv-in "$TMP/q8.kv" --kv-type-v f32 <"$TMP/more" >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] || fail "a conflicting type: exit status"
+	grep -q "cache is k q8_0 v q8_0, this run's k q8_0 v f32" "$TMP/err" || fail "$(cat "$TMP/err")"
+	# the stats count reused tokens apart from those computed
+	"$D" -m "$m" -n 2 --kv-in "$TMP/q8.kv" --stats <"$TMP/more" 2>&1 >/dev/null |
+		grep -q "prompt tokens ([0-9]* reused, [0-9]* computed at" || fail "stats label"
+	# nothing reused: said without --stats, and why; -q quiet
+	echo 9 9 9 | "$D" -m "$m" -n 1 --kv-in "$TMP/q8.kv" 2>"$TMP/err" >/dev/null || fail "exit $?"
+	grep -q "^llm-decode: $TMP/q8.kv: nothing reused: the input's first token is not the snapshot's" \
+		"$TMP/err" || fail "$(cat "$TMP/err")"
+	echo 9 9 9 | "$D" -m "$m" -n 1 -q --kv-in "$TMP/q8.kv" 2>"$TMP/err" >/dev/null || fail "exit $?"
+	[ ! -s "$TMP/err" ] || fail "-q: $(cat "$TMP/err")"
+	# a windowed snapshot: the window too
+	echo 1 2 3 | "$D" -m "$m" -n 100 --ignore-eos --greedy --ctx 128 --kv-window 64 --kv-out "$TMP/w.kv" \
+		>"$TMP/w" || fail "windowed save"
+	{ echo 1 2 3; cat "$TMP/w"; echo 5; } | "$D" -m "$m" -n 1 --ctx 128 --kv-in "$TMP/w.kv" --stats-json \
+		2>"$TMP/js" >/dev/null || fail "windowed resume: $(cat "$TMP/js")"
+	json_assert "$TMP/js" "d['kv_window'] == 64 and d['kv_sinks'] == 4 and d['reused_tokens'] > 64"
+}
+
 t stories260K_reproduces_reference_ids
 t grow_on_demand_and_prealloc_give_identical_ids
 t context_overflow_exits_nonzero_after_emitting_tokens
@@ -248,3 +301,5 @@ t empty_prompt_starts_from_bos
 t warmup_changes_nothing_but_the_clock
 t stats_and_score_lines_say_only_what_was_measured
 t doomed_kv_out_is_refused_before_the_work
+t messages_say_what_to_do
+t resume_takes_the_snapshots_cache

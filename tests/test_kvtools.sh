@@ -168,7 +168,7 @@ interrupted() {
 sigterm_during_generation_saves_every_token_emitted() {
 	rc=$(interrupted TERM)
 	[ "$rc" -eq 143 ] || fail "exit $rc: $(cat "$TMP/TERM.err")"
-	grep -q "^llm-decode: stopped by Terminated after [0-9]* generated tokens; the cache was saved$" \
+	grep -q "^llm-decode: stopped by Terminated after 4 of 4 prompt tokens computed and [0-9]* generated; the cache was saved$" \
 		"$TMP/TERM.err" || fail "$(cat "$TMP/TERM.err")"
 	n=$(wc -l <"$TMP/TERM.out")
 	[ "$n" -ge 20 ] && [ "$n" -lt 60000 ] || fail "$n tokens"
@@ -201,6 +201,9 @@ sigint_during_prefill_saves_the_batches_done() {
 	n=$("$K" --tokens "$TMP/INT.kv" | wc -l)
 	# whole batches of 64, a prefix of the prompt
 	[ "$n" -gt 0 ] && [ "$n" -lt 30000 ] && [ $((n % 64)) -eq 0 ] || fail "$n positions saved"
+	# the message says how far the prompt went, not "0 generated" alone
+	grep -q "^llm-decode: stopped by Interrupt after $n of 30000 prompt tokens computed and 0 generated; the cache was saved$" \
+		"$TMP/INT.err" || fail "$(cat "$TMP/INT.err")"
 	head -n "$n" "$TMP/long" | cmp - "$("$K" --tokens "$TMP/INT.kv" >"$TMP/INT.tok"; echo "$TMP/INT.tok")" ||
 		fail "the saved tokens are not a prefix of the prompt"
 	# resuming from it computes only what follows
