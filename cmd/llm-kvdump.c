@@ -66,6 +66,11 @@ main(int argc, char *argv[])
 	/* Refused rather than resolved by order: neither means both. */
 	if (k && v)
 		die(2, "--k and --v conflict: give one, or neither for both");
+	/* the tokens are the snapshot's, of no layer, head or store */
+	if (tokens && (k || v || sl.layer >= 0 || sl.have_pos || sl.head >= 0 || raw))
+		die(2, "--tokens and %s conflict: --tokens prints every position's token alone",
+		    k ? "--k" : v ? "--v" : sl.layer >= 0 ? "--layer" : sl.have_pos ? "--pos" :
+		    sl.head >= 0 ? "--head" : "--raw");
 	/* binary floats would only garble a terminal */
 	if (raw && isatty(STDOUT_FILENO))
 		die(2, "--raw writes binary floats: redirect standard output to a file or a pipe");

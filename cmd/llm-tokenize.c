@@ -134,6 +134,11 @@ main(int argc, char *argv[])
 	}
 	if (!path || (decode && (optind < argc || vocab)) || (vocab && optind < argc))
 		usage(2);
+	/* one standard input: the model, or what is tokenized */
+	if (strcmp(path, "-") == 0 && (decode || chat || (!vocab && optind >= argc)))
+		die(2, "-m -: the model and the %s cannot both come on standard input: give %s",
+		    decode ? "ids" : chat ? "conversation" : "text",
+		    decode || chat ? "the model's path" : "the text as arguments, or the model's path");
 	if (family != CHAT_NONE && !chat)
 		die(2, "--template goes with --chat");
 	/* the conversation is on stdin; its markup comes from the template alone */

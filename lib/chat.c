@@ -174,6 +174,7 @@ struct render {
 	const struct tok *t;
 	struct buf raw;
 	struct ids *out;
+	const char *missing;	/* the first control token the vocabulary lacks */
 };
 
 static void
@@ -190,9 +191,9 @@ raw(struct render *r, const char *s)
 	buf_add(&r->raw, s, strlen(s));
 }
 
-/* A control token of the template; as text if the vocabulary lacks it. */
+/* A marker of the template: its control token, or text if the vocabulary has none. */
 static void
-ctl(struct render *r, const char *s)
+marker(struct render *r, const char *s)
 {
 	int id = tok_lookup(r->t, s, strlen(s));
 
@@ -204,11 +205,26 @@ ctl(struct render *r, const char *s)
 	ids_push(r->out, id);
 }
 
+/*
+ * A control token of the template, which the vocabulary must have: as
+ * text, a model trained on the token would read another prompt, so its
+ * lack is an error (the first one is named).
+ */
+static void
+ctl(struct render *r, const char *s)
+{
+	int id = tok_lookup(r->t, s, strlen(s));
+
+	if ((id < 0 || r->t->type[id] != TT_CONTROL) && !r->missing)
+		r->missing = s;
+	marker(r, s);
+}
+
 int
 chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
     struct ids *out)
 {
-	struct render r = { t, { 0 }, out };
+	struct render r = { t, { 0 }, out, NULL };
 	const char *system = NULL;
 	size_t i;
 	int first_user = 1;
@@ -232,10 +248,11 @@ chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t
 			break;
 		case CHAT_ZEPHYR:	/* <|ROLE|>\nTEXT</s>\n */
 		case CHAT_PHI3:		/* <|ROLE|>\nTEXT<|end|>\n */
+			/* Zephyr's role markers are text in TinyLlama's vocabulary, Phi-3's tokens */
 			if (m->role == CHAT_SYSTEM)
-				ctl(&r, "<|system|>");
+				marker(&r, "<|system|>");
 			else
-				ctl(&r, m->role == CHAT_USER ? "<|user|>" : "<|assistant|>");
+				marker(&r, m->role == CHAT_USER ? "<|user|>" : "<|assistant|>");
 			raw(&r, "\n"), raw(&r, m->text);
 			ctl(&r, family == CHAT_PHI3 ? "<|end|>" : "</s>"), raw(&r, "\n");
 			break;
@@ -274,11 +291,16 @@ chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t
 		ctl(&r, "<|start_header_id|>"), raw(&r, "assistant"), ctl(&r, "<|end_header_id|>");
 		raw(&r, "\n\n");
 		break;
-	case CHAT_ZEPHYR: case CHAT_PHI3: ctl(&r, "<|assistant|>"), raw(&r, "\n"); break;
+	case CHAT_ZEPHYR: case CHAT_PHI3: marker(&r, "<|assistant|>"), raw(&r, "\n"); break;
 	case CHAT_GEMMA: ctl(&r, "<start_of_turn>"), raw(&r, "model\n"); break;
 	case CHAT_LLAMA2: break;	/* the answer follows [/INST] */
 	}
 	flush(&r);
 	buf_free(&r.raw);
+	if (r.missing) {
+		llm_seterr("the %s template needs the control token %s, which the vocabulary lacks",
+		    chat_name(family), r.missing);
+		return -1;
+	}
 	return 0;
 }

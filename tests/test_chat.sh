@@ -59,8 +59,12 @@ control_tokens_cannot_be_injected() {
 templates_are_detected_named_and_refused() {
 	printf 'user\tHi\n' >"$TMP/conv"
 	# --template overrides the detection
-	render chatml --template phi3 >"$TMP/got"
-	grep -q '<|user|>' "$TMP/got" && ! grep -q 'im_start|>' "$TMP/got" || fail "override: $(cat "$TMP/got")"
+	render phi3 --template zephyr >"$TMP/got"
+	grep -q '</s>' "$TMP/got" && ! grep -q '<|end|>' "$TMP/got" || fail "override: $(cat "$TMP/got")"
+	# a template whose control tokens the vocabulary lacks is refused, naming the token
+	"$T" -m "$(chatmodel chatml)" --chat --template phi3 <"$TMP/conv" >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] && grep -q "^llm-tokenize: the phi3 template needs the control token <|end|>" "$TMP/err" ||
+		fail "phi3 on a chatml vocabulary: $(cat "$TMP/err")"
 	"$T" -m "$(chatmodel chatml)" --chat --template vicuna <"$TMP/conv" >/dev/null 2>"$TMP/err"
 	[ $? -eq 2 ] || fail "an unknown --template exited $?"
 	grep -q "^llm-tokenize: --template: 'vicuna': expected one of chatml, llama3, llama2, zephyr, phi3, gemma$" \
@@ -69,7 +73,11 @@ templates_are_detected_named_and_refused() {
 	"$T" -m "$(tiny q8_0)" --chat <"$TMP/conv" >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] && grep -q "no chat template recognized.*give --template with one of chatml" "$TMP/err" ||
 		fail "$(cat "$TMP/err")"
-	"$T" -m "$(tiny q8_0)" --chat --template chatml <"$TMP/conv" >/dev/null || fail "exit $?"
+	"$T" -m "$(tiny q8_0)" --chat --template chatml <"$TMP/conv" >/dev/null 2>"$TMP/err"
+	[ $? -eq 1 ] && grep -q "chatml template needs the control token <|im_start|>" "$TMP/err" ||
+		fail "chatml on a vocabulary without its tokens: $(cat "$TMP/err")"
+	# zephyr's role markers are text in TinyLlama's vocabulary: fine wherever </s> is a token
+	"$T" -m "$(chatmodel zephyr)" --chat --template zephyr <"$TMP/conv" >/dev/null || fail "zephyr: exit $?"
 	"$T" -m "$(chatmodel chatml)" --chat --special <"$TMP/conv" >/dev/null 2>&1
 	[ $? -eq 2 ] || fail "--chat --special accepted"
 }

@@ -260,6 +260,13 @@ kvdump_refuses_conflicting_and_bad_selections() {
 		grep -q "^llm-kvdump: --pos: '$bad': expected a position" "$TMP/err" || fail "$(cat "$TMP/err")"
 	done
 	"$K" --pos 2-9 --k --layer 2 "$TMP/c2.kv" | tail -n +2 | wc -l | grep -qx 256 || fail "--pos 2-9"
+	# the tokens belong to no layer, store, position range or head
+	for o in "--layer 1" --k --v "--pos 2" "--head 0"; do
+		# shellcheck disable=SC2086
+		"$K" --tokens $o "$TMP/c2.kv" >"$TMP/out" 2>"$TMP/err"
+		[ $? -eq 2 ] || fail "--tokens $o accepted: $(head -c 80 "$TMP/out")"
+		grep -q "^llm-kvdump: --tokens and --" "$TMP/err" || fail "$(cat "$TMP/err")"
+	done
 }
 
 cache_types_resume_and_show_in_the_tools() {

@@ -106,6 +106,21 @@ usage_and_errors() {
 	grep -q "tokenizer.ggml.model is missing" "$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
+# One standard input: the model from it (-m -) takes the text as
+# arguments; text, ids or a conversation on stdin too is a usage error.
+model_on_stdin_leaves_no_room_for_text() {
+	m=$(tiny q8_0)
+	"$T" -m - Hello <"$m" >"$TMP/a" || fail "-m - with text as arguments: exit $?"
+	"$T" -m "$m" Hello | cmp - "$TMP/a" || fail "the ids differ"
+	for o in "" -d --chat; do
+		# shellcheck disable=SC2086
+		"$T" -m - $o <"$m" >"$TMP/out" 2>"$TMP/err"
+		[ $? -eq 2 ] || fail "-m - $o: not a usage error: $(cat "$TMP/out")"
+		grep -q "^llm-tokenize: -m -: the model and the" "$TMP/err" || fail "$(cat "$TMP/err")"
+		[ ! -s "$TMP/out" ] || fail "-m - $o wrote $(cat "$TMP/out")"
+	done
+}
+
 t stories260K_prompt_matches_reference_ids
 t arguments_join_with_spaces_and_stdin_is_read_whole
 t bos_and_eos_follow_the_model_and_the_flags
@@ -116,3 +131,4 @@ t decode_rejects_bad_ids_by_name
 t decode_streams_before_input_ends
 t vocab_lists_every_token
 t usage_and_errors
+t model_on_stdin_leaves_no_room_for_text
