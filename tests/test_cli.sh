@@ -133,6 +133,21 @@ install_and_uninstall() {
 	[ -z "$(find "$TMP/inst" -type f)" ] || fail "left behind: $(find "$TMP/inst" -type f)"
 }
 
+# Every man page formats cleanly with mandoc (-Tlint) and groff (-ww, as
+# man -l runs it), at 80 columns: no warning, no line it cannot break.
+man_pages_format_without_warnings() {
+	command -v mandoc >/dev/null || skip "mandoc is not installed (.ci/run installs it)"
+	command -v groff >/dev/null || skip "groff is not installed (.ci/run installs groff-base)"
+	for f in man/*.[157]; do
+		mandoc -Tlint -W warning "$f" >"$TMP/lint" 2>&1
+		grep -v 'mandoc.db\|referenced manual not found' "$TMP/lint" >"$TMP/lint2"
+		[ ! -s "$TMP/lint2" ] || fail "$f: $(cat "$TMP/lint2")"
+		groff -mandoc -Tutf8 -ww "$f" >/dev/null 2>"$TMP/groff"
+		groff -mandoc -Tutf8 -ww -rLL=80n "$f" >/dev/null 2>>"$TMP/groff"
+		[ ! -s "$TMP/groff" ] || fail "$f: $(cat "$TMP/groff")"
+	done
+}
+
 t install_and_uninstall
 t dash_reads_standard_input
 t every_tool_answers_version
@@ -140,3 +155,4 @@ t exit_statuses_tell_usage_from_runtime_errors
 t quiet_silences_all_but_errors
 t progress_only_on_a_terminal
 t embeddings_are_one_line_each_and_their_own
+t man_pages_format_without_warnings
