@@ -35,6 +35,8 @@ usage(int status)
 	    "       %s -m MODEL --lines [-P N] [options above but --kv-out, --warmup]\n"
 	    "       %s -m MODEL --embed [--pooling mean|last] [--normalize] [--lines] [-t THREADS]\n",
 	    argv0, argv0, argv0);
+	if (status == 0)
+		printf("every option and what it does: man llm-decode, or man -l man/llm-decode.1\n");
 	exit(status);
 }
 

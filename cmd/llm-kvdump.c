@@ -15,6 +15,8 @@ usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s [--k | --v] [--layer L] [--pos A[-B]] "
 	    "[--head H] [--raw] [--tokens] FILE\n", argv0);
+	if (status == 0)
+		printf("every option and what it does: man llm-kvdump, or man -l man/llm-kvdump.1\n");
 	exit(status);
 }
 

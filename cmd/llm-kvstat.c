@@ -21,6 +21,8 @@ static void
 usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s [--json] [--svg OUT.svg] [--layer L] FILE\n", argv0);
+	if (status == 0)
+		printf("every option and what it does: man llm-kvstat, or man -l man/llm-kvstat.1\n");
 	exit(status);
 }
 

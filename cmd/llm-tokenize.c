@@ -19,6 +19,8 @@ usage(int status)
 	    "       %s -m MODEL --chat [--template NAME] [--bos | --no-bos]\n"
 	    "       %s -m MODEL -d [--special]\n"
 	    "       %s -m MODEL --vocab\n", argv0, argv0, argv0, argv0);
+	if (status == 0)
+		printf("every option and what it does: man llm-tokenize, or man -l man/llm-tokenize.1\n");
 	exit(status);
 }
 
