@@ -28,7 +28,8 @@ static void
 usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
-	    "[--greedy | --temp T --top-k K --top-p P] [--seed S]\n"
+	    "[--greedy | --temp T --top-k K --top-p P --min-p P] [--seed S]\n"
+	    "       [--repeat-penalty R [--repeat-last-n N]]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
 	    "       [--kv-window W [--kv-sinks S]] [--warmup] [-q]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n"
@@ -448,6 +449,7 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 			return END_DONE;
 		if (tokstream_write(stdout, next) < 0)
 			return stdout_failed(r);
+		sampler_accept(smp, next);
 		if (r->n_gen++ == 0)
 			r->t_first = now_seconds();
 		r->t_end = now_seconds();
@@ -874,13 +876,16 @@ main(int argc, char *argv[])
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
 		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
 		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP, O_EMBED, O_POOLING,
-		O_NORMALIZE, O_LINES, O_PARALLEL };
+		O_NORMALIZE, O_LINES, O_PARALLEL, O_MINP, O_PENALTY, O_LASTN };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
 		{ "temp", required_argument, NULL, O_TEMP },
 		{ "top-k", required_argument, NULL, O_TOPK },
 		{ "top-p", required_argument, NULL, O_TOPP },
+		{ "min-p", required_argument, NULL, O_MINP },
+		{ "repeat-penalty", required_argument, NULL, O_PENALTY },
+		{ "repeat-last-n", required_argument, NULL, O_LASTN },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
@@ -908,7 +913,9 @@ main(int argc, char *argv[])
 	struct tokstream ts;
 	struct sampler smp;
 	const char *kv_in = NULL, *sampling = NULL;
-	float temp = 0.8f, top_p = 0.95f, *logits = NULL;
+	float temp = 0.8f, top_p = 0.95f, min_p = 0, penalty = 1, *logits = NULL;
+	int last_n = 64;
+	const char *controls = NULL;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, n_set = 0, status;
 	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
@@ -941,6 +948,18 @@ main(int argc, char *argv[])
 		case O_TOPP:
 			top_p = (float)opt_real("--top-p", optarg, 0, 1);
 			sampling = "--top-p";
+			break;
+		case O_MINP:
+			min_p = (float)opt_real("--min-p", optarg, 0, 1);
+			sampling = "--min-p";
+			break;
+		case O_PENALTY:
+			penalty = (float)opt_real("--repeat-penalty", optarg, 0.01, 100);
+			controls = "--repeat-penalty";
+			break;
+		case O_LASTN:
+			last_n = (int)opt_int("--repeat-last-n", optarg, 0, 1 << 20);
+			controls = "--repeat-last-n";
 			break;
 		case O_SEED:
 			r.seed = (uint64_t)opt_int("--seed", optarg, 0, INT64_MAX);
@@ -986,12 +1005,15 @@ main(int argc, char *argv[])
 		die(2, "--greedy and %s conflict: --greedy takes the most likely token", sampling);
 	if (greedy)
 		temp = 0;
+	if (controls && strcmp(controls, "--repeat-last-n") == 0 && penalty == 1)
+		die(2, "--repeat-last-n goes with --repeat-penalty: it sets the penalty's window");
 	r.greedy = greedy;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
-	if (do_score && (n_set || sampling || greedy || seed_set || ignore_eos))
+	if (do_score && (n_set || sampling || greedy || seed_set || ignore_eos || controls))
 		die(2, "--score and %s conflict: --score generates nothing", n_set ? "-n" : sampling ?
-		    sampling : greedy ? "--greedy" : seed_set ? "--seed" : "--ignore-eos");
+		    sampling : greedy ? "--greedy" : seed_set ? "--seed" : controls ? controls :
+		    "--ignore-eos");
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
 		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
 		    "--kv-type-v");
@@ -1056,6 +1078,7 @@ main(int argc, char *argv[])
 		batch_init(&L.b, &r.run, L.parallel);
 		L.b.score = do_score, L.b.n_predict = n_predict, L.b.ignore_eos = ignore_eos;
 		L.b.temp = temp, L.b.top_k = top_k, L.b.top_p = top_p, L.b.seed = r.seed;
+		L.b.min_p = min_p, L.b.penalty = penalty, L.b.last_n = last_n;
 		if (kv_in) {
 			struct kv shape;
 			int what;
@@ -1107,6 +1130,9 @@ main(int argc, char *argv[])
 		r.t_prefill = r.t_first = r.t_end = now_seconds();
 		if (end == END_DONE) {
 			sampler_init(&smp, r.m.c.vocab_size, temp, top_k, top_p, r.seed);
+			sampler_controls(&smp, min_p, penalty, last_n);
+			for (c = 0; c < n_ids; c++)
+				sampler_accept(&smp, ids[c]);
 			end = generate(&r, &smp, logits, n_predict, ignore_eos);
 			sampler_free(&smp);
 		}

@@ -60,6 +60,9 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 	q->pos = pos;
 	q->state = SEQ_PROMPT;
 	sampler_init(&q->smp, b->run->m->c.vocab_size, b->temp, b->top_k, b->top_p, b->seed);
+	sampler_controls(&q->smp, b->min_p, b->penalty, b->last_n);
+	for (int i = 0; i < n; i++)
+		sampler_accept(&q->smp, ids[i]);
 	if ((b->score && n < 2) || (!b->score && b->n_predict == 0)) {
 		q->state = SEQ_DONE;
 		return;
@@ -85,6 +88,7 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 		return;
 	}
 	ids_push(&q->gen, next);
+	sampler_accept(&q->smp, next);
 	if ((int)q->gen.n == b->n_predict) {
 		q->state = SEQ_DONE;
 		return;

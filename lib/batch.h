@@ -40,8 +40,8 @@ struct batch {
 	struct model_run *run;
 	int score;		/* score the prompts instead of generating */
 	int n_predict, ignore_eos;
-	float temp, top_p;
-	int top_k;
+	float temp, top_p, min_p, penalty;
+	int top_k, last_n;	/* last_n: the repeat penalty's window */
 	uint64_t seed;
 	struct batch_seq **live;
 	int n_live, max_live;
@@ -55,8 +55,8 @@ void batch_free(struct batch *b);
 
 /*
  * Start a sequence of the prompt ids[0..n) in a cache that holds the
- * positions [0, pos) of it (a resume), with the batch's sampling and
- * seed.  The prompt must fit the cache (or it be windowed).  With n_predict
+ * positions [0, pos) of it (a resume), with the batch's sampling, its
+ * controls (the prompt's tokens accepted for the repeat penalty) and seed.  The prompt must fit the cache (or it be windowed).  With n_predict
  * 0 or nothing to score, it is done at once.
  */
 void batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct kv *kv,

@@ -46,13 +46,54 @@ sampler_init(struct sampler *s, int vocab, float temp, int top_k, float top_p, u
 	if (s->rng == 0)
 		s->rng = 1;	/* xorshift must not start at zero */
 	s->cand = xcalloc((size_t)vocab, sizeof *s->cand);
+	s->min_p = 0;
+	s->penalty = 1;
+	s->last_n = 0;
+	s->hist = NULL;
+	s->n_hist = 0;
+}
+
+void
+sampler_controls(struct sampler *s, float min_p, float penalty, int last_n)
+{
+	s->min_p = min_p;
+	s->penalty = penalty;
+	s->last_n = penalty != 1 && last_n > 0 ? last_n : 0;
+	free(s->hist);
+	s->hist = s->last_n ? xcalloc((size_t)s->last_n, sizeof *s->hist) : NULL;
+	s->n_hist = 0;
+}
+
+void
+sampler_accept(struct sampler *s, int id)
+{
+	if (s->last_n)
+		s->hist[s->n_hist++ % s->last_n] = id;
 }
 
 void
 sampler_free(struct sampler *s)
 {
 	free(s->cand);
+	free(s->hist);
 	s->cand = NULL;
+	s->hist = NULL;
+}
+
+/* The repeat penalty, once for each token among the newest last_n, as llama.cpp applies it. */
+static void
+penalize(const struct sampler *s, float *logits)
+{
+	long n = s->n_hist < s->last_n ? s->n_hist : s->last_n, i, j;
+
+	for (i = 0; i < n; i++) {
+		int id = s->hist[i];
+		for (j = 0; j < i && s->hist[j] != id; j++)
+			;
+		if (j < i || id < 0 || id >= s->vocab)
+			continue;	/* a token once, however often it came */
+		logits[id] = logits[id] <= 0 ? logits[id] * s->penalty : logits[id] / s->penalty;
+	}
 }
 
 int
@@ -126,15 +167,19 @@ sampler_sample(struct sampler *s, float *logits)
 	float max, sum = 0, cum, r;
 	int i, n = s->vocab;
 
+	if (s->last_n)
+		penalize(s, logits);
 	if (s->temp <= 0)
 		return argmax(logits, n);
 
 	max = logits[argmax(logits, n)];
+	/* min-p on the logits as they are (llama.cpp's: before the temperature) */
+	float floor = s->min_p > 0 ? max + logf(s->min_p) : -INFINITY;
 	for (i = 0; i < n; i++) {
 		c[i].id = i;
 		float z = (logits[i] - max) / s->temp;
 		/* expf is +0 below -104 anyway (e^-104 is under half the least subnormal), but slowly */
-		c[i].p = z < -104.0f ? 0.0f : expf(z);
+		c[i].p = z < -104.0f || logits[i] < floor ? 0.0f : expf(z);
 		sum += c[i].p;
 	}
 	for (i = 0; i < n; i++)

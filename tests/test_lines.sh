@@ -241,6 +241,32 @@ the_man_pages_classification_loop_works() {
 	cut -f1 "$TMP/labels" | cmp - "$TMP/want" || fail "labels: $(cut -f1 "$TMP/labels" | tr '\n' '|')"
 }
 
+# The sampling controls apply to each line as to the line alone, and
+# change what is generated.
+sampling_controls_apply_per_line() {
+	f=$(model small q8_0 23)
+	lines 9 7 >"$TMP/in"
+	for s in "--temp 1.2 --seed 4 --min-p 0.05" "--greedy --repeat-penalty 1.5 --repeat-last-n 16" \
+	    "--temp 0.9 --seed 2 --top-k 0 --min-p 0.1 --repeat-penalty 1.3"; do
+		# shellcheck disable=SC2086
+		"$D" -m "$f" -q -n 30 $s --lines -P 4 <"$TMP/in" >"$TMP/got" || fail "$s: exit $?"
+		# shellcheck disable=SC2086
+		solo "$TMP/in" -m "$f" -q -n 30 $s >"$TMP/want"
+		cmp "$TMP/want" "$TMP/got" || fail "$s: a line differs from its solo run"
+	done
+	"$D" -m "$f" -q -n 30 --greedy --lines <"$TMP/in" >"$TMP/plain"
+	cmp -s "$TMP/plain" "$TMP/got" && fail "the controls changed nothing"
+	# the penalty makes greedy repeat itself less
+	"$D" -m "$f" -q -n 30 --greedy --repeat-penalty 1.5 --repeat-last-n 16 --lines <"$TMP/in" >"$TMP/pen"
+	rep() { awk '{ delete seen; for (i = 1; i <= NF; i++) { if ($i in seen) r++; seen[$i] } } END { print r + 0 }' "$1"; }
+	[ "$(rep "$TMP/pen")" -lt "$(rep "$TMP/plain")" ] || fail "repeats: $(rep "$TMP/pen") against $(rep "$TMP/plain")"
+	for o in "--greedy --min-p 0.1" "--score --repeat-penalty 1.2" "--repeat-last-n 8"; do
+		# shellcheck disable=SC2086
+		echo 1 2 3 | "$D" -m "$f" $o >/dev/null 2>"$TMP/err"
+		[ $? -eq 2 ] || fail "$o: not a usage error"
+	done
+}
+
 t every_line_equals_its_solo_run
 t parallel_and_threads_change_nothing
 t score_lines_equal_solo_scores
@@ -251,3 +277,4 @@ t a_shared_snapshot_gives_solo_results
 t resume_reads_the_snapshot_in_place
 t lines_options_are_checked
 t the_man_pages_classification_loop_works
+t sampling_controls_apply_per_line

@@ -797,6 +797,60 @@ kv_types_stay_close_to_f32(void)
 	model_free(&mm);
 }
 
+/* ---- sampling controls ---- */
+
+/*
+ * The repeat penalty divides a positive logit and multiplies a negative
+ * one, once for each token among the last n accepted, however often it
+ * came; min-p keeps only tokens at least min_p as likely as the most
+ * likely (on the logits before the temperature).
+ */
+static void
+sampling_controls_do_what_llama_cpp_does(void)
+{
+	float base[5] = { 2.0f, -1.0f, 0.5f, 1.8f, -2.0f }, l[5];
+	struct sampler s;
+	int i, counts[5] = { 0 };
+
+	/* greedy: token 0, until its repeats halve it (and token 1's doubles negative) */
+	sampler_init(&s, 5, 0, 0, 1, 1);
+	sampler_controls(&s, 0, 2.0f, 4);
+	memcpy(l, base, sizeof l);
+	CHECK(sampler_sample(&s, l) == 0, "no history: not the argmax");
+	sampler_accept(&s, 0), sampler_accept(&s, 1), sampler_accept(&s, 0);
+	memcpy(l, base, sizeof l);
+	CHECK(sampler_sample(&s, l) == 3, "penalized: not token 3");
+	CHECK(l[0] == 1.0f && l[1] == -2.0f && l[3] == 1.8f, "penalized logits %g %g %g: once each",
+	    l[0], l[1], l[3]);
+	/* four newer tokens push 0 out of the window of 4 */
+	for (i = 0; i < 4; i++)
+		sampler_accept(&s, 2);
+	memcpy(l, base, sizeof l);
+	CHECK(sampler_sample(&s, l) == 0 && l[0] == 2.0f && l[2] == 0.25f, "the window of 4: %g %g",
+	    l[0], l[2]);
+	sampler_free(&s);
+
+	/* min-p 0.2 at temperature 1: p(2) / p(0) = e^-1.5 = 0.22 stays, p(1) / p(0) = e^-3 goes */
+	sampler_init(&s, 5, 1.0f, 0, 1, 3);
+	sampler_controls(&s, 0.2f, 1, 64);
+	for (i = 0; i < 2000; i++) {
+		memcpy(l, base, sizeof l);
+		counts[sampler_sample(&s, l)]++;
+	}
+	CHECK(counts[1] == 0 && counts[4] == 0 && counts[2] > 0 && counts[3] > 0,
+	    "min-p 0.2: counts %d %d %d %d %d", counts[0], counts[1], counts[2], counts[3], counts[4]);
+	sampler_free(&s);
+	/* without it, the unlikely ones come up too */
+	memset(counts, 0, sizeof counts);
+	sampler_init(&s, 5, 1.0f, 0, 1, 3);
+	for (i = 0; i < 2000; i++) {
+		memcpy(l, base, sizeof l);
+		counts[sampler_sample(&s, l)]++;
+	}
+	CHECK(counts[1] > 0, "without min-p: token 1 never drawn in 2000");
+	sampler_free(&s);
+}
+
 /* ---- windowed caches ---- */
 
 /* The cache of kv_types[t] (t < 0: f32), windowed. */
@@ -1174,5 +1228,6 @@ main(void)
 	TEST(long_decode_split_is_bitwise_one_thread);
 	TEST(embeddings_pool_the_final_hidden_states);
 	TEST(families_match_the_reference);
+	TEST(sampling_controls_do_what_llama_cpp_does);
 	CHECK_EXIT();
 }
