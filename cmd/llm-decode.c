@@ -20,6 +20,8 @@
 #include "../lib/quant.h"
 #include "../lib/sample.h"
 #include "../lib/snapshot.h"
+#include "../lib/stop.h"
+#include "../lib/tok.h"
 #include "../lib/tokstream.h"
 #include "../lib/util.h"
 #include "tool.h"
@@ -29,7 +31,7 @@ usage(int status)
 {
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P --min-p P] [--seed S]\n"
-	    "       [--repeat-penalty R [--repeat-last-n N]]\n"
+	    "       [--repeat-penalty R [--repeat-last-n N]] [--stop TEXT ...]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
 	    "       [--kv-window W [--kv-sinks S]] [--warmup] [-q]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n"
@@ -40,6 +42,8 @@ usage(int status)
 		printf("every option and what it does: man llm-decode, or man -l man/llm-decode.1\n");
 	exit(status);
 }
+
+#define MAX_STOPS 16	/* --stop strings */
 
 /*
  * How a run ends.  Whatever the reason, once anything was computed the
@@ -434,34 +438,74 @@ finish(struct run *r, enum end end)
 	return status;
 }
 
-static enum end
-generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int ignore_eos)
+/*
+ * The generated tokens not yet written, with --stop: those that may
+ * still turn out to be part of a stop string wait in gen until the
+ * stop matcher says they are safe (or the run ends another way).
+ */
+struct held {
+	struct ids gen;		/* every token generated */
+	size_t written;
+};
+
+/* Write the generated tokens up to upto; 0, or -1 (errno) if stdout failed. */
+static int
+write_held(struct held *h, size_t upto)
 {
-	int next;
+	for (; h->written < upto; h->written++)
+		if (tokstream_write(stdout, h->gen.v[h->written]) < 0)
+			return -1;
+	return 0;
+}
+
+static enum end
+generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int ignore_eos,
+    struct stop *st)
+{
+	struct held h = { { 0 }, 0 };
+	enum end end = END_DONE;
+	int next, stopped;
 
 	while (r->n_gen < n_predict) {
-		if (stop_signal)
-			return END_SIGNAL;
+		if (stop_signal) {
+			end = END_SIGNAL;
+			break;
+		}
 		next = sampler_sample(smp, logits);
 		/* end of text, of turn (Llama 3's <|eot_id|>) or of message (<|eom_id|>) */
 		if (!ignore_eos && (next == r->m.c.eos_id || next == r->m.c.eot_id ||
 		    next == r->m.c.eom_id))
-			return END_DONE;
-		if (tokstream_write(stdout, next) < 0)
-			return stdout_failed(r);
-		sampler_accept(smp, next);
+			break;
+		ids_push(&h.gen, next);
+		/* a stop string's tokens are never written; those that may begin one wait */
+		stopped = st && stop_push(st, next);
+		if (write_held(&h, st ? (size_t)st->safe : h.gen.n) < 0) {
+			end = stdout_failed(r);
+			break;
+		}
 		if (r->n_gen++ == 0)
 			r->t_first = now_seconds();
 		r->t_end = now_seconds();
+		if (stopped) {
+			h.written = h.gen.n;	/* the rest is the stop text */
+			break;
+		}
+		sampler_accept(smp, next);
 		if (r->n_gen == n_predict)
-			return END_DONE;
-		if (model_forward(&r->run, &r->kv, &next, 1, r->kv.seq_len, MODEL_OUT_LAST, NULL) < 0)
-			return model_failed(r);
+			break;
+		if (model_forward(&r->run, &r->kv, &next, 1, r->kv.seq_len, MODEL_OUT_LAST, NULL) < 0) {
+			end = model_failed(r);
+			break;
+		}
 		logits = r->run.logits;
 		ids_push(&r->fed, next);
 		r->computed++;
 	}
-	return END_DONE;
+	/* however it ended, what waited for a stop string that did not come is written */
+	if (end != END_PIPE && write_held(&h, h.gen.n) < 0 && end == END_DONE)
+		end = stdout_failed(r);
+	ids_free(&h.gen);
+	return end;
 }
 
 /*
@@ -861,6 +905,8 @@ decode_lines(struct lines *L)
 	for (i = 0; i < L->parallel; i++)
 		kv_free(&L->kvs[i]);
 	free(L->kvs), free(L->slot), free(L->q), free(in.buf);
+	if (L->b.tok)
+		tok_free((struct tok *)L->b.tok);
 	batch_free(&L->b);
 	if (r->have_snap)
 		snapshot_close(&r->snap);
@@ -876,7 +922,7 @@ main(int argc, char *argv[])
 	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
 		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
 		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP, O_EMBED, O_POOLING,
-		O_NORMALIZE, O_LINES, O_PARALLEL, O_MINP, O_PENALTY, O_LASTN };
+		O_NORMALIZE, O_LINES, O_PARALLEL, O_MINP, O_PENALTY, O_LASTN, O_STOP };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		{ "greedy", no_argument, NULL, O_GREEDY },
@@ -886,6 +932,7 @@ main(int argc, char *argv[])
 		{ "min-p", required_argument, NULL, O_MINP },
 		{ "repeat-penalty", required_argument, NULL, O_PENALTY },
 		{ "repeat-last-n", required_argument, NULL, O_LASTN },
+		{ "stop", required_argument, NULL, O_STOP },
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
@@ -914,8 +961,11 @@ main(int argc, char *argv[])
 	struct sampler smp;
 	const char *kv_in = NULL, *sampling = NULL;
 	float temp = 0.8f, top_p = 0.95f, min_p = 0, penalty = 1, *logits = NULL;
-	int last_n = 64;
+	int last_n = 64, n_stops = 0;
 	const char *controls = NULL;
+	char *stops[MAX_STOPS];
+	struct tok tok;
+	struct stop stop;
 	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, n_set = 0, status;
 	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
@@ -960,6 +1010,14 @@ main(int argc, char *argv[])
 		case O_LASTN:
 			last_n = (int)opt_int("--repeat-last-n", optarg, 0, 1 << 20);
 			controls = "--repeat-last-n";
+			break;
+		case O_STOP:
+			if (!*optarg)
+				die(2, "--stop: an empty string would stop before the first token");
+			if (n_stops == MAX_STOPS)
+				die(2, "--stop: at most %d stop strings", MAX_STOPS);
+			stops[n_stops++] = optarg;
+			controls = "--stop";
 			break;
 		case O_SEED:
 			r.seed = (uint64_t)opt_int("--seed", optarg, 0, INT64_MAX);
@@ -1051,6 +1109,9 @@ main(int argc, char *argv[])
 		die(1, "%s: %s", r.kv_out, llm_err());
 	if (model_load(&r.m, r.model_path) < 0)
 		die(1, "%s: %s", r.model_path, llm_err());
+	/* the stop strings are matched on text: the model's tokenizer makes it */
+	if (n_stops && tok_load(&tok, &r.m.gguf) < 0)
+		die(1, "%s: --stop: %s", r.model_path, llm_err());
 	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
 	model_run_init(&r.run, &r.m, r.pool);
@@ -1079,6 +1140,7 @@ main(int argc, char *argv[])
 		L.b.score = do_score, L.b.n_predict = n_predict, L.b.ignore_eos = ignore_eos;
 		L.b.temp = temp, L.b.top_k = top_k, L.b.top_p = top_p, L.b.seed = r.seed;
 		L.b.min_p = min_p, L.b.penalty = penalty, L.b.last_n = last_n;
+		L.b.tok = n_stops ? &tok : NULL, L.b.stops = stops, L.b.n_stops = n_stops;
 		if (kv_in) {
 			struct kv shape;
 			int what;
@@ -1133,9 +1195,15 @@ main(int argc, char *argv[])
 			sampler_controls(&smp, min_p, penalty, last_n);
 			for (c = 0; c < n_ids; c++)
 				sampler_accept(&smp, ids[c]);
-			end = generate(&r, &smp, logits, n_predict, ignore_eos);
+			if (n_stops)
+				stop_init(&stop, &tok, stops, n_stops);
+			end = generate(&r, &smp, logits, n_predict, ignore_eos, n_stops ? &stop : NULL);
 			sampler_free(&smp);
+			if (n_stops)
+				stop_free(&stop);
 		}
+		if (n_stops)
+			tok_free(&tok);
 	}
 	/* Only the positions the cache holds are saved: fed may run one past them. */
 	r.fed.n = (size_t)r.kv.seq_len;

@@ -29,6 +29,7 @@ batch_seq_free(struct batch_seq *q)
 {
 	sampler_free(&q->smp);
 	ids_free(&q->gen);
+	stop_free(&q->stop);
 }
 
 static void
@@ -63,6 +64,8 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 	sampler_controls(&q->smp, b->min_p, b->penalty, b->last_n);
 	for (int i = 0; i < n; i++)
 		sampler_accept(&q->smp, ids[i]);
+	if (b->n_stops)
+		stop_init(&q->stop, b->tok, b->stops, b->n_stops);
 	if ((b->score && n < 2) || (!b->score && b->n_predict == 0)) {
 		q->state = SEQ_DONE;
 		return;
@@ -88,6 +91,11 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 		return;
 	}
 	ids_push(&q->gen, next);
+	if (b->n_stops && stop_push(&q->stop, next)) {
+		q->gen.n = (size_t)q->stop.safe;	/* the stop text's tokens are not kept */
+		q->state = SEQ_DONE;
+		return;
+	}
 	sampler_accept(&q->smp, next);
 	if ((int)q->gen.n == b->n_predict) {
 		q->state = SEQ_DONE;

@@ -13,6 +13,8 @@
 #include "kv.h"
 #include "model.h"
 #include "sample.h"
+#include "stop.h"
+#include "tok.h"
 #include "util.h"
 
 enum { SEQ_PROMPT, SEQ_GEN, SEQ_DONE };
@@ -29,6 +31,7 @@ struct batch_seq {
 	struct sampler smp;
 	int next;		/* the token to run next */
 	struct ids gen;		/* the tokens generated */
+	struct stop stop;	/* with stop strings: their matcher */
 	/* scoring: the sum of each token's log-probability given those before */
 	double nll;
 	int scored;
@@ -42,6 +45,9 @@ struct batch {
 	int n_predict, ignore_eos;
 	float temp, top_p, min_p, penalty;
 	int top_k, last_n;	/* last_n: the repeat penalty's window */
+	const struct tok *tok;	/* with stop strings: a line ends at one, which it does not keep */
+	char *const *stops;
+	int n_stops;
 	uint64_t seed;
 	struct batch_seq **live;
 	int n_live, max_live;

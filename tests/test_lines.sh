@@ -267,6 +267,39 @@ sampling_controls_apply_per_line() {
 	done
 }
 
+# --stop: generation ends where the text ends with a stop string, whose
+# tokens are not written; alone and in --lines alike.
+stop_strings_end_generation() {
+	m="$SHARED/models/stories260K.gguf"
+	need "$m"
+	T="$BIN/llm-tokenize"
+	"$T" -m "$m" 'Once upon a time' | tr '\n' ' ' >"$TMP/p"
+	echo >>"$TMP/p"
+	"$D" -m "$m" -n 80 --greedy <"$TMP/p" | "$T" -m "$m" -d >"$TMP/full"
+	grep -q 'Lily. She' "$TMP/full" || fail "the story changed: $(cat "$TMP/full")"
+	for st in Lily She ' park' 'ball. '; do
+		"$D" -m "$m" -n 80 --greedy --stop "$st" <"$TMP/p" >"$TMP/ids" || fail "--stop '$st': exit $?"
+		"$T" -m "$m" -d <"$TMP/ids" >"$TMP/got"
+		tr '\n' ' ' <"$TMP/ids" | sed 's/ $//' >"$TMP/ids1"
+		echo >>"$TMP/ids1"
+		"$D" -m "$m" -n 80 --greedy --stop "$st" --lines <"$TMP/p" | cmp - "$TMP/ids1" ||
+			fail "--stop '$st': --lines differs from alone"
+		python3 -c 'import sys
+full = open(sys.argv[1]).read(); got = open(sys.argv[2]).read(); st = sys.argv[3]
+i = full.find(st)
+assert i >= 0, "no stop text in the story"
+assert full.startswith(got), "not a prefix: %r" % got
+assert st not in got, "the stop text was written: %r" % got
+assert len(got) <= i and i - len(got) < 16, "stopped at %d, the text at %d" % (len(got), i)' \
+			"$TMP/full" "$TMP/got" "$st" || fail "--stop '$st': $(cat "$TMP/got")"
+	done
+	# two strings: the first that comes
+	"$D" -m "$m" -n 80 --greedy --stop park --stop She <"$TMP/p" | "$T" -m "$m" -d >"$TMP/got"
+	[ "$(cat "$TMP/got")" = ", there was a little girl named Lily." ] || fail "two: $(cat "$TMP/got")"
+	echo 1 | "$D" -m "$m" --stop '' >/dev/null 2>&1
+	[ $? -eq 2 ] || fail "an empty --stop accepted"
+}
+
 t every_line_equals_its_solo_run
 t parallel_and_threads_change_nothing
 t score_lines_equal_solo_scores
@@ -278,3 +311,4 @@ t resume_reads_the_snapshot_in_place
 t lines_options_are_checked
 t the_man_pages_classification_loop_works
 t sampling_controls_apply_per_line
+t stop_strings_end_generation
