@@ -135,8 +135,10 @@ window_options_are_checked() {
 	[ $? -eq 1 ] || fail "another window resumed"
 	grep -q "the snapshot's window is 4 sinks and 100 positions, this run's 4 and 90" "$TMP/err" ||
 		fail "$(cat "$TMP/err")"
-	echo 1 | "$D" -m "$m" --ctx 128 -n 1 --kv-in "$TMP/o.kv" >/dev/null 2>&1
-	[ $? -eq 1 ] || fail "a windowed snapshot resumed without a window"
+	# without --kv-window, the snapshot's window is taken (issue 34)
+	echo 1 | "$D" -m "$m" --ctx 128 -n 1 -q --kv-in "$TMP/o.kv" --stats-json >/dev/null 2>"$TMP/js" ||
+		fail "a windowed snapshot without --kv-window: $(cat "$TMP/js")"
+	json_assert "$TMP/js" "d['kv_window'] == 100 and d['kv_sinks'] == 4"
 }
 
 # --score reads a stream longer than max_ctx with a window, and stops without one.
