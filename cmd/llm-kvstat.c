@@ -181,7 +181,13 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 	fprintf(fp, "</text>\n");
 	for (w = KV_K; w <= KV_V; w++) {
 		int y0 = TOP + w * ((int)L * ROW_H + PANEL_GAP);
-		fprintf(fp, "<text x=\"%d\" y=\"%d\" font-weight=\"bold\">%s</text>\n", LEFT, y0 - 6, w ? "V" : "K");
+		fprintf(fp, "<text x=\"%d\" y=\"%d\"><tspan font-weight=\"bold\">%s</tspan>", LEFT, y0 - 6,
+		    w ? "V" : "K");
+		/* a window's parts in the panel's title, where no label overlaps another */
+		if (s->meta.window && n_sinks > 0 && n_sinks < P)
+			fprintf(fp, "<tspan fill=\"red\">  sinks 0-%u, left of the red line; the window from %u"
+			    "</tspan>", snapshot_row_pos(s, rows[n_sinks - 1]), snapshot_row_pos(s, rows[n_sinks]));
+		fprintf(fp, "</text>\n");
 		fprintf(fp, "<g shape-rendering=\"crispEdges\">\n");
 		for (l = 0; l < L; l++)
 			for (c = 0; c < cols && P > 0; c++) {
@@ -200,25 +206,36 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 			    LEFT - 4, y0 + (int)l * ROW_H + ROW_H - 1, l0 + l);
 		fprintf(fp, "<text x=\"12\" y=\"%d\" transform=\"rotate(-90 12 %d)\" text-anchor=\"middle\">layer</text>\n",
 		    y0 + (int)L * ROW_H / 2, y0 + (int)L * ROW_H / 2);
-		for (int k = 0; k <= 4; k++) {
-			double x = LEFT + panel_w * k / 4;
+		/*
+		 * Ticks at rows: quarters of them; for a window, its first
+		 * row and thirds of the window after it (the positions jump
+		 * where the sinks end).  A label too near the one before it
+		 * is left out.
+		 */
+		uint32_t ticks[6], nt = 0, first = s->meta.window && n_sinks > 0 && n_sinks < P ? n_sinks : 0;
+		double last_x = -1e9;
+		if (first)
+			ticks[nt++] = 0;
+		for (int k = 0; k <= (first ? 3 : 4); k++)
+			ticks[nt++] = first + (uint32_t)((uint64_t)(P - first) * k / (first ? 3 : 4));
+		for (uint32_t k = 0; k < nt; k++) {
+			uint32_t i = ticks[k];
+			double x = LEFT + (P ? panel_w * i / P : 0);
 			fprintf(fp, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n",
 			    x, y0 + (int)L * ROW_H, x, y0 + (int)L * ROW_H + 4);
-			uint32_t i = (uint32_t)((uint64_t)P * k / 4);
+			if (x - last_x < 36)
+				continue;
+			last_x = x;
 			/* the position of the row there: a window's are not 0..P-1 */
 			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%u</text>\n",
 			    x, y0 + (int)L * ROW_H + 15, P == 0 ? 0 : i < P ?
 			    snapshot_row_pos(s, rows[i]) : snapshot_row_pos(s, rows[P - 1]) + 1);
 		}
-		if (s->meta.window && n_sinks > 0 && n_sinks < P) {
+		if (first) {
 			/* where the sinks end and the window starts */
 			double x = LEFT + panel_w * n_sinks / P;
 			fprintf(fp, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"red\" "
-			    "stroke-width=\"2\"/>\n", x, y0 - 4, x, y0 + (int)L * ROW_H + 4);
-			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" fill=\"red\" text-anchor=\"end\">sinks</text>\n",
-			    x - 2, y0 - 6);
-			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" fill=\"red\">window from %u</text>\n",
-			    x + 2, y0 - 6, snapshot_row_pos(s, rows[n_sinks]));
+			    "stroke-width=\"2\"/>\n", x, y0 - 2, x, y0 + (int)L * ROW_H + 4);
 		}
 		fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">position</text>\n",
 		    LEFT + panel_w / 2, y0 + (int)L * ROW_H + 28);

@@ -95,8 +95,16 @@ kvstat_and_kvdump_show_the_window() {
 		d["live_rows"] == 104 and d["evicted"] == 196 and d["window_first"] == 200 and
 		[x["layer"] for x in d["per_layer"]] == [0, 1, 2] and d["per_layer"][0]["k"]["rms"] > 0'
 	"$S" --svg "$TMP/s.svg" "$TMP/s.kv" >/dev/null || fail "kvstat --svg exit $?"
-	grep -q ">sinks</text>" "$TMP/s.svg" && grep -q ">window from 200</text>" "$TMP/s.svg" ||
-		fail "the SVG does not mark the sinks and the window"
+	grep -q ">  sinks 0-3, left of the red line; the window from 200</tspan>" "$TMP/s.svg" &&
+		grep -q 'stroke="red"' "$TMP/s.svg" || fail "the SVG does not mark the sinks and the window"
+	# no two labels on one spot: each text's (x, y) is its own, and the ticks name positions held
+	python3 -c 'import sys, re
+svg = open(sys.argv[1]).read()
+spots = re.findall(r"<text x=\"([0-9.]+)\" y=\"([0-9]+)\"", svg)
+assert len(spots) == len(set(spots)), "labels share a spot"
+ticks = [int(t) for t in re.findall(r"text-anchor=\"middle\">([0-9]+)</text>", svg)]
+assert all(t <= 3 or 200 <= t <= 300 for t in ticks), ticks
+assert ticks == sorted(ticks[:len(ticks) // 2]) * 2, ticks' "$TMP/s.svg" || fail "the SVG's labels"
 	# kvdump: rows by their own positions; an evicted one is an error
 	"$K" --k --layer 0 --head 0 "$TMP/s.kv" | awk 'NR > 1 { print $3 }' | uniq >"$TMP/pos" ||
 		fail "kvdump exit $?"
