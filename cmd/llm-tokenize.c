@@ -15,25 +15,33 @@ static void
 usage(int status)
 {
 	fprintf(status ? stderr : stdout,
-	    "usage: %s -m MODEL [-q] [--bos | --no-bos] [--eos] [--special] [TEXT ...]\n"
+	    "usage: %s -m MODEL [-q] [--bos | --no-bos] [--eos] [--special] [--keep-newline] [TEXT ...]\n"
 	    "       %s -m MODEL --chat [--template NAME] [--bos | --no-bos]\n"
-	    "       %s -m MODEL -d [--special]\n"
+	    "       %s -m MODEL -d [-n] [--special]\n"
 	    "       %s -m MODEL --vocab\n", argv0, argv0, argv0, argv0);
 	if (status == 0)
 		printf("every option and what it does: man llm-tokenize, or man -l man/llm-tokenize.1\n");
 	exit(status);
 }
 
+static int last_byte = -1;	/* the last byte written, or -1 */
+
 static void
 put(const char *s, size_t n)
 {
 	if (n && (fwrite(s, 1, n, stdout) != n || fflush(stdout) == EOF))
 		die(1, "stdout:");
+	if (n)
+		last_byte = (unsigned char)s[n - 1];
 }
 
-/* Ids on stdin to text on stdout, written as soon as characters complete. */
+/*
+ * Ids on stdin to text on stdout, written as soon as characters complete;
+ * at the end a newline, unless the text ends with one or nonl says not:
+ * the text is a line, and a shell's prompt comes after it.
+ */
 static void
-detokenize(const struct tok *t, int special)
+detokenize(const struct tok *t, int special, int nonl)
 {
 	struct tokstream ts;
 	struct tok_decoder d;
@@ -53,6 +61,8 @@ detokenize(const struct tok *t, int special)
 	buf_free(&out);
 	if (r < 0)
 		die(1, "stdin: %s", llm_err());
+	if (!nonl && last_byte != '\n')
+		put("\n", 1);
 }
 
 /* One line per token: id, type, piece; tabs, newlines and backslashes escaped. */
@@ -88,7 +98,7 @@ list_vocab(const struct tok *t)
 int
 main(int argc, char *argv[])
 {
-	enum { O_BOS = 256, O_NO_BOS, O_EOS, O_SPECIAL, O_VOCAB, O_CHAT, O_TEMPLATE };
+	enum { O_BOS = 256, O_NO_BOS, O_EOS, O_SPECIAL, O_VOCAB, O_CHAT, O_TEMPLATE, O_KEEP_NL };
 	static const struct option longopts[] = {
 		{ "bos", no_argument, NULL, O_BOS },
 		{ "no-bos", no_argument, NULL, O_NO_BOS },
@@ -97,6 +107,7 @@ main(int argc, char *argv[])
 		{ "vocab", no_argument, NULL, O_VOCAB },
 		{ "chat", no_argument, NULL, O_CHAT },
 		{ "template", required_argument, NULL, O_TEMPLATE },
+		{ "keep-newline", no_argument, NULL, O_KEEP_NL },
 		{ "decode", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -108,16 +119,18 @@ main(int argc, char *argv[])
 	struct buf text = { 0 };
 	struct ids ids = { 0 };
 	int c, bos = -1, eos = 0, special = 0, decode = 0, vocab = 0, chat = 0, family = CHAT_NONE, i;
-	int quiet = 0;
+	int quiet = 0, nonl = 0, keep_nl = 0;
 	struct chat_msg *msgs;
 	size_t n_msgs;
 
 	argv0 = "llm-tokenize";
 	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
-	while ((c = getopt_long(argc, argv, "m:dqh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:dnqh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm': path = optarg; break;
 		case 'd': decode = 1; break;
+		case 'n': nonl = 1; break;
+		case O_KEEP_NL: keep_nl = 1; break;
 		case 'q': quiet = 1; break;
 		case O_BOS: bos = 1; break;
 		case O_NO_BOS: bos = 0; break;
@@ -143,6 +156,10 @@ main(int argc, char *argv[])
 		    decode || chat ? "the model's path" : "the text as arguments, or the model's path");
 	if (family != CHAT_NONE && !chat)
 		die(2, "--template goes with --chat");
+	if (nonl && !decode)
+		die(2, "-n goes with -d: it leaves out the newline that ends the text");
+	if (keep_nl && (decode || chat || vocab || optind < argc))
+		die(2, "--keep-newline goes with text on standard input");
 	/* the conversation is on stdin; its markup comes from the template alone */
 	if (chat && (decode || vocab || special || eos || optind < argc))
 		die(2, "--chat reads a conversation on stdin and takes no %s",
@@ -155,7 +172,7 @@ main(int argc, char *argv[])
 	if (vocab) {
 		list_vocab(&t);
 	} else if (decode) {
-		detokenize(&t, special);
+		detokenize(&t, special, nonl);
 	} else {
 		if (chat) {
 			if (family == CHAT_NONE && (family = chat_detect(&g)) == CHAT_NONE)
@@ -171,8 +188,19 @@ main(int argc, char *argv[])
 					buf_add(&text, " ", 1);
 				buf_add(&text, argv[i], strlen(argv[i]));
 			}
-		} else if (buf_read_all(&text, stdin) < 0) {
-			die(1, "stdin:");
+		} else {
+			if (buf_read_all(&text, stdin) < 0)
+				die(1, "stdin:");
+			/*
+			 * The newline that ends the input's last line (echo's, an
+			 * editor's) is not part of the text, as the shell's $(...)
+			 * drops it: one, with a CR before it.
+			 */
+			if (!keep_nl && text.n && text.s[text.n - 1] == '\n') {
+				text.n--;
+				if (text.n && text.s[text.n - 1] == '\r')
+					text.n--;
+			}
 		}
 		if (bos < 0)
 			bos = t.add_bos;

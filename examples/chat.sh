@@ -62,7 +62,6 @@ resume=
 		2>"$tmp/stats"
 	echo $? >"$tmp/status"
 } | tee "$tmp/reply" | llm-tokenize -m "$model" -d
-echo
 if [ "$(cat "$tmp/status")" != 0 ]; then
 	grep -v '^{' "$tmp/stats" >&2
 	echo "chat.sh: the turn failed; $conv is as it was" >&2

@@ -35,5 +35,4 @@ $bin/llm-tokenize -m "$model" "$prompt" >$tmp/demo-prompt
 	$bin/llm-decode -m "$model" -n 200 --greedy --stats <$tmp/demo-prompt 2>$tmp/demo-stats
 } | $bin/llm-tokenize -m "$model" -d
 echo
-echo
 cat $tmp/demo-stats

@@ -17,7 +17,7 @@ render() {
 	f=$1
 	shift
 	"$T" -m "$(chatmodel "$f")" --chat "$@" <"$TMP/conv" >"$TMP/ids" || fail "$f: exit $?"
-	"$T" -m "$(chatmodel "$f")" -d --special <"$TMP/ids" |
+	"$T" -m "$(chatmodel "$f")" -d -n --special <"$TMP/ids" |
 		sed -E 's/(<\|[a-z_]+\|>|<start_of_turn>|<end_of_turn>|<\/s>|<s>) /\1/g'
 }
 

@@ -236,7 +236,6 @@ the_man_pages_classification_loop_works() {
 	while IFS= read -r r; do
 		{ "$BIN/llm-tokenize" -m "$m" "$r"; echo "$q"; } | "$BIN/llm-decode" -m "$m" -n 1 --greedy |
 			"$BIN/llm-tokenize" -m "$m" -d
-		echo
 	done <"$TMP/reviews.txt" >"$TMP/want"
 	cut -f1 "$TMP/labels" | cmp - "$TMP/want" || fail "labels: $(cut -f1 "$TMP/labels" | tr '\n' '|')"
 }
@@ -275,11 +274,11 @@ stop_strings_end_generation() {
 	T="$BIN/llm-tokenize"
 	"$T" -m "$m" 'Once upon a time' | tr '\n' ' ' >"$TMP/p"
 	echo >>"$TMP/p"
-	"$D" -m "$m" -n 80 --greedy <"$TMP/p" | "$T" -m "$m" -d >"$TMP/full"
+	"$D" -m "$m" -n 80 --greedy <"$TMP/p" | "$T" -m "$m" -d -n >"$TMP/full"
 	grep -q 'Lily. She' "$TMP/full" || fail "the story changed: $(cat "$TMP/full")"
 	for st in Lily She ' park' 'ball. '; do
 		"$D" -m "$m" -n 80 --greedy --stop "$st" <"$TMP/p" >"$TMP/ids" || fail "--stop '$st': exit $?"
-		"$T" -m "$m" -d <"$TMP/ids" >"$TMP/got"
+		"$T" -m "$m" -d -n <"$TMP/ids" >"$TMP/got"
 		tr '\n' ' ' <"$TMP/ids" | sed 's/ $//' >"$TMP/ids1"
 		echo >>"$TMP/ids1"
 		"$D" -m "$m" -n 80 --greedy --stop "$st" --lines <"$TMP/p" | cmp - "$TMP/ids1" ||

@@ -54,7 +54,7 @@ invalid_utf8_does_not_crash() {
 	m=$(tiny f32)
 	printf 'a\377\376b\300' >"$TMP/bad"
 	"$T" -m "$m" <"$TMP/bad" >"$TMP/ids" || fail "exit $?"
-	"$T" -m "$m" -d <"$TMP/ids" | cmp - "$TMP/bad" || fail "bytes not kept"
+	"$T" -m "$m" -d -n <"$TMP/ids" | cmp - "$TMP/bad" || fail "bytes not kept"
 }
 
 decode_rejects_bad_ids_by_name() {
@@ -121,6 +121,33 @@ model_on_stdin_leaves_no_room_for_text() {
 	done
 }
 
+# The newline that ends standard input's last line is not text (echo's,
+# an editor's); -d ends its text with one, so a shell's prompt comes after
+# it.  --keep-newline and -n say otherwise.  A text ending in one newline
+# goes round unchanged.
+newlines_at_the_ends_are_a_users() {
+	need "$STORIES"
+	a=$(echo 'Once upon a time' | "$T" -m "$STORIES" | tr '\n' ' ')
+	b=$("$T" -m "$STORIES" 'Once upon a time' | tr '\n' ' ')
+	[ "$a" = "$b" ] || fail "echo's newline was tokenized: '$a' against '$b'"
+	k=$(echo 'Once upon a time' | "$T" -m "$STORIES" --keep-newline | wc -l)
+	[ "$k" -gt "$(echo "$b" | wc -w)" ] || fail "--keep-newline kept nothing"
+	printf 'a\r\n' | "$T" -m "$STORIES" | tr '\n' ' ' >"$TMP/crlf"
+	[ "$(cat "$TMP/crlf")" = "$("$T" -m "$STORIES" a | tr '\n' ' ')" ] || fail "CRLF: $(cat "$TMP/crlf")"
+	echo "$b" | "$T" -m "$STORIES" -d >"$TMP/text"
+	printf 'Once upon a time\n' | cmp - "$TMP/text" || fail "-d: $(od -c "$TMP/text")"
+	echo "$b" | "$T" -m "$STORIES" -d -n | cmp - "$(printf 'Once upon a time' >"$TMP/nonl"; echo "$TMP/nonl")" ||
+		fail "-d -n"
+	[ "$("$T" -m "$STORIES" -d </dev/null | od -An -c | tr -d ' ')" = '\n' ] || fail "nothing: not an empty line"
+	printf 'One line.\nAnd another.\n' >"$TMP/two"
+	"$T" -m "$STORIES" <"$TMP/two" | "$T" -m "$STORIES" -d | cmp - "$TMP/two" || fail "the round trip"
+	for o in "-n" "--keep-newline -d"; do
+		# shellcheck disable=SC2086
+		echo x | "$T" -m "$STORIES" $o >/dev/null 2>&1
+		[ $? -eq 2 ] || fail "$o: not a usage error"
+	done
+}
+
 t stories260K_prompt_matches_reference_ids
 t arguments_join_with_spaces_and_stdin_is_read_whole
 t bos_and_eos_follow_the_model_and_the_flags
@@ -132,3 +159,4 @@ t decode_streams_before_input_ends
 t vocab_lists_every_token
 t usage_and_errors
 t model_on_stdin_leaves_no_room_for_text
+t newlines_at_the_ends_are_a_users
