@@ -322,16 +322,25 @@ score(struct run *r, const int *ids, int n)
 	return end;
 }
 
-/* Resume: reuse the longest common prefix of the snapshot and the prompt. */
+/* Whether --kv-in's snapshot fits the model and the cache made for the run, or exit 1 saying what to do. */
 static void
-resume(struct run *r, const char *path, const int *ids, int n_ids)
+check_snapshot(struct run *r, const char *path)
 {
-	int what, lcp = 0;
+	int what;
 
 	if (snapshot_check(&r->snap, &r->m, &r->kv, &what) < 0)
 		die(1, "%s: %s%s", path, llm_err(), what == SNAP_TYPES ?
 		    ": resume with the same --kv-type, or recompute" : what == SNAP_WINDOW ?
 		    ": resume with the same --kv-window and --kv-sinks, or recompute" : "");
+}
+
+/* Resume: reuse the longest common prefix of the snapshot and the prompt. */
+static void
+resume(struct run *r, const char *path, const int *ids, int n_ids)
+{
+	int lcp = 0;
+
+	check_snapshot(r, path);
 	if ((r->reused = snapshot_resume(&r->snap, &r->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", path, llm_err());
 	if (r->reused > 0 || r->quiet)
@@ -1135,28 +1144,18 @@ main(int argc, char *argv[])
 		L.parallel = parallel ? parallel : LINES_PARALLEL;
 		L.k_type = r.kv.k_type, L.v_type = r.kv.v_type, L.max_ctx = r.kv.max_ctx;
 		L.prealloc = prealloc, L.window = window, L.sinks = sinks;
+		if (kv_in) {
+			/* checked once here, for every line that reads it, with the cache made as theirs */
+			check_snapshot(&r, kv_in);
+			if (snapshot_verify(&r.snap) < 0)
+				die(1, "%s: %s", kv_in, llm_err());
+		}
 		kv_free(&r.kv);
 		batch_init(&L.b, &r.run, L.parallel);
 		L.b.score = do_score, L.b.n_predict = n_predict, L.b.ignore_eos = ignore_eos;
 		L.b.temp = temp, L.b.top_k = top_k, L.b.top_p = top_p, L.b.seed = r.seed;
 		L.b.min_p = min_p, L.b.penalty = penalty, L.b.last_n = last_n;
 		L.b.tok = n_stops ? &tok : NULL, L.b.stops = stops, L.b.n_stops = n_stops;
-		if (kv_in) {
-			struct kv shape;
-			int what;
-			if (kv_init_types(&shape, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
-			    L.max_ctx, 0, L.k_type, L.v_type) < 0 ||
-			    (window && kv_set_window(&shape, sinks, window) < 0))
-				die(1, "%s", llm_err());
-			if (snapshot_check(&r.snap, &r.m, &shape, &what) < 0)
-				die(1, "%s: %s%s", kv_in, llm_err(), what == SNAP_TYPES ?
-				    ": resume with the same --kv-type, or recompute" : what == SNAP_WINDOW ?
-				    ": resume with the same --kv-window and --kv-sinks, or recompute" : "");
-			kv_free(&shape);
-			/* checked once here, for every line that reads it */
-			if (snapshot_verify(&r.snap) < 0)
-				die(1, "%s: %s", kv_in, llm_err());
-		}
 		return decode_lines(&L);
 	}
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);
