@@ -237,7 +237,6 @@ kv_share(struct kv *kv, int base, const void *const *at)
 		kv->share_at = xcalloc(2 * (size_t)kv->n_layers, sizeof *kv->share_at);
 	for (int i = 0; i < 2 * kv->n_layers; i++)
 		kv->share_at[i] = at[i];
-	kv->base = base;
 	kv->shared[KV_K] = grouped_k ? base / KV_GROUP : base;
 	kv->shared[KV_V] = base;
 	return 0;
@@ -488,7 +487,7 @@ kv_free(struct kv *kv)
 	kv->ring_end = NULL;
 	free(kv->share_at);
 	kv->share_at = NULL;
-	kv->base = kv->shared[KV_K] = kv->shared[KV_V] = 0;
+	kv->shared[KV_K] = kv->shared[KV_V] = 0;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
 
@@ -892,7 +891,7 @@ kv_clear(struct kv *kv)
 	kv->written = 0;
 	kv->groups = 0;
 	memset(kv->ring_end, 0, (size_t)kv->n_layers * sizeof *kv->ring_end);
-	kv->base = kv->shared[KV_K] = kv->shared[KV_V] = 0;	/* the shared rows are let go */
+	kv->shared[KV_K] = kv->shared[KV_V] = 0;	/* the shared rows are let go */
 }
 
 int

@@ -123,13 +123,12 @@ struct kv {
 	int staged_layer, staged_pos, staged_n;
 
 	/*
-	 * Rows read in place (kv_share): positions [0, base) of every layer
+	 * Rows read in place (kv_share): the first positions of every layer
 	 * lie in memory the cache does not own (a snapshot's map), the first
 	 * shared[which] units of layer l's store at share_at[2 * l + which].
 	 * The stores keep their layout and never touch their own pages of
 	 * those units: new positions go to the store as ever.
 	 */
-	int base;
 	int shared[2];
 	const char **share_at;
 };
@@ -266,7 +265,6 @@ int kv_put_k(struct kv *kv, int layer, int pos, int n, const float *rows, size_t
 int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t ld);
 /* Whether a layer's ring of K or V holds the rows of positions [p0, p1). */
 int kv_ring_holds(const struct kv *kv, int layer, int which, int p0, int p1);
-
 
 /*
  * A whole row, dequantized and rotated back, as the model computed it
