@@ -182,6 +182,15 @@ main(int argc, char *argv[])
 				die(1, "stdin:");
 			if (chat_read(text.s ? text.s : "", text.n, &msgs, &n_msgs) < 0)
 				die(1, "stdin: %s", llm_err());
+			/* the template's own system message where the conversation has none */
+			char *sys = family == CHAT_CHATML && (n_msgs == 0 || msgs[0].role != CHAT_SYSTEM) ?
+			    chat_default_system(&g) : NULL;
+			if (sys) {
+				msgs = xrealloc(msgs, (n_msgs + 1) * sizeof *msgs);
+				memmove(msgs + 1, msgs, n_msgs * sizeof *msgs);
+				msgs[0] = (struct chat_msg){ .role = CHAT_SYSTEM, .text = sys };
+				n_msgs++;
+			}
 		} else if (optind < argc) {
 			for (i = optind; i < argc; i++) {
 				if (i > optind)

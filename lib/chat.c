@@ -73,6 +73,47 @@ chat_detect(const struct gguf *g)
 	return CHAT_NONE;
 }
 
+char *
+chat_default_system(const struct gguf *g)
+{
+	static const char open[] = "<|im_start|>system", end[] = "<|im_end|>";
+	struct gguf_str tpl;
+	const char *s, *p, *q, *lim;
+	char *out;
+	size_t k;
+
+	if (gguf_get_str(g, "tokenizer.chat_template", &tpl) != 1)
+		return NULL;
+	s = tpl.s;
+	lim = tpl.s + tpl.n;
+	for (p = s; (p = memmem(p, (size_t)(lim - p), open, strlen(open))) != NULL; p++) {
+		q = p + strlen(open);
+		/* the newline, as Jinja's escape or itself */
+		if (q + 2 <= lim && q[0] == '\\' && q[1] == 'n')
+			q += 2;
+		else if (q < lim && *q == '\n')
+			q++;
+		else
+			continue;
+		/* literal text up to <|im_end|>, no end of the string on the way */
+		const char *e = memmem(q, (size_t)(lim - q), end, strlen(end));
+		if (!e || e == q || memchr(q, '\'', (size_t)(e - q)) || memchr(q, '"', (size_t)(e - q)) ||
+		    memchr(q, '{', (size_t)(e - q)))
+			continue;
+		out = xmalloc((size_t)(e - q) + 1);
+		for (k = 0; q < e; q++) {
+			if (*q == '\\' && q + 1 < e) {
+				q++;
+				out[k++] = *q == 'n' ? '\n' : *q == 't' ? '\t' : *q;
+			} else
+				out[k++] = *q;
+		}
+		out[k] = '\0';
+		return out;
+	}
+	return NULL;
+}
+
 /* ---- reading ---- */
 
 void

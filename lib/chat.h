@@ -19,6 +19,15 @@ int chat_parse(const char *name);
 const char *chat_names(void);
 /* The family of the file's tokenizer.chat_template; CHAT_NONE if it has none or none is known. */
 int chat_detect(const struct gguf *g);
+/*
+ * The system message a ChatML template puts first when the conversation
+ * has none (SmolLM2-Instruct's "You are a helpful AI assistant named
+ * SmolLM, ...", Qwen2.5's "You are Qwen, ..."), as Hugging Face's
+ * apply_chat_template renders it: the text of the first string literal
+ * that goes on from "<|im_start|>system\n" to "<|im_end|>", its escapes
+ * undone; malloc'd, or NULL if the template has none.
+ */
+char *chat_default_system(const struct gguf *g);
 
 enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT };
 

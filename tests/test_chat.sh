@@ -95,7 +95,28 @@ conversation_input_is_checked() {
 		cmp -s - "$TMP/got" || fail "escapes: $(cat "$TMP/got")"
 }
 
+# A template's own system message, where the conversation has none, as
+# Hugging Face's apply_chat_template renders it: SmolLM2-Instruct's and
+# Qwen2.5's real template texts (tools/fixture.c); none for plain ChatML,
+# and never over the conversation's own.
+templates_default_system_messages_are_rendered() {
+	printf 'user\tHi\n' >"$TMP/conv"
+	render smollm2 >"$TMP/got"
+	printf '<s><|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n' |
+		cmp -s - "$TMP/got" || fail "smollm2: $(cat "$TMP/got")"
+	render qwen2.5 >"$TMP/got"
+	printf '<s><|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n' |
+		cmp -s - "$TMP/got" || fail "qwen2.5: $(cat "$TMP/got")"
+	render chatml >"$TMP/got"
+	grep -q 'system' "$TMP/got" && fail "plain chatml got a system message: $(cat "$TMP/got")"
+	printf 'system\tBe brief.\nuser\tHi\n' >"$TMP/conv"
+	render qwen2.5 >"$TMP/got"
+	[ "$(grep -c 'system' "$TMP/got")" -eq 1 ] && grep -q 'Be brief' "$TMP/got" && ! grep -q Qwen "$TMP/got" ||
+		fail "an own system message: $(cat "$TMP/got")"
+}
+
 t every_family_renders_as_its_template
 t control_tokens_cannot_be_injected
 t templates_are_detected_named_and_refused
 t conversation_input_is_checked
+t templates_default_system_messages_are_rendered

@@ -151,6 +151,24 @@ static const struct {
 	    { "<|system|>", "<|user|>", "<|assistant|>", "<|end|>" } },
 	{ "gemma", "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
 	    "'<end_of_turn>\\n' }}", { "<start_of_turn>", "<end_of_turn>" } },
+	/* ChatML templates with a default system message, as the models ship them */
+	{ "smollm2", "{% for message in messages %}{% if loop.first and messages[0]['role'] != "
+	    "'system' %}{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, "
+	    "trained by Hugging Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] "
+	    "+ '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+	    "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+	    { "<|im_start|>", "<|im_end|>" } },
+	{ "qwen2.5", "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if "
+	    "messages[0]['role'] == 'system' %}\n        {{- messages[0]['content'] }}\n    {%- else "
+	    "%}\n        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' "
+	    "}}\n    {%- endif %}\n{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n"
+	    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+	    "    {%- else %}\n        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba "
+	    "Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n"
+	    "{%- for message in messages %}\n    {{- '<|im_start|>' + message.role + '\\n' + "
+	    "message.content + '<|im_end|>' + '\\n' }}\n{%- endfor %}\n{%- if add_generation_prompt "
+	    "%}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n",
+	    { "<|im_start|>", "<|im_end|>" } },
 };
 
 /* A SentencePiece-style vocabulary: specials, 256 bytes, then pieces. */
