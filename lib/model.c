@@ -746,18 +746,17 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 	 * output matrix is the largest).
 	 */
 	int w = 0, hidden = 0;
+	for (s = 0; s < ns; s++)	/* hidden states go with no logits: model_forward_seqs */
+		hidden |= seqs[s].what == MODEL_OUT_HIDDEN;
+	float *rows_out = hidden ? out : r->xb;
 	for (s = t = 0; s < ns; t += seqs[s++].n) {
 		const struct model_seq *q = &seqs[s];
 		int first = q->what == MODEL_OUT_LAST ? t + q->n - 1 : t, rows = rows_wanted(q);
-		if (q->what == MODEL_OUT_HIDDEN)
-			hidden = 1;
-		add_norm(r, r->xb + (size_t)w * D, r->x + (size_t)first * D, r->xb2 + (size_t)first * D,
-		    m->output_norm, rows);
+		add_norm(r, rows_out + (size_t)w * D, r->x + (size_t)first * D,
+		    r->xb2 + (size_t)first * D, m->output_norm, rows);
 		w += rows;
 	}
-	if (hidden)
-		memcpy(out, r->xb, (size_t)w * D * sizeof *out);
-	else if (w > 0) {
+	if (!hidden && w > 0) {
 		struct matvec lg[] = { { out, (size_t)c->vocab_size, &m->output } };
 		matmul(r->pool, &r->mm, lg, 1, r->xb, D, w);
 	}

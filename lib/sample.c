@@ -50,6 +50,7 @@ sampler_init(struct sampler *s, int vocab, float temp, int top_k, float top_p, u
 	s->penalty = 1;
 	s->last_n = 0;
 	s->hist = NULL;
+	s->seen = NULL;
 	s->n_hist = 0;
 }
 
@@ -60,7 +61,9 @@ sampler_controls(struct sampler *s, float min_p, float penalty, int last_n)
 	s->penalty = penalty;
 	s->last_n = penalty != 1 && last_n > 0 ? last_n : 0;
 	free(s->hist);
+	free(s->seen);
 	s->hist = s->last_n ? xcalloc((size_t)s->last_n, sizeof *s->hist) : NULL;
+	s->seen = s->last_n ? xcalloc((size_t)s->vocab, 1) : NULL;
 	s->n_hist = 0;
 }
 
@@ -76,24 +79,28 @@ sampler_free(struct sampler *s)
 {
 	free(s->cand);
 	free(s->hist);
+	free(s->seen);
 	s->cand = NULL;
 	s->hist = NULL;
+	s->seen = NULL;
 }
 
 /* The repeat penalty, once for each token among the newest last_n, as llama.cpp applies it. */
 static void
-penalize(const struct sampler *s, float *logits)
+penalize(struct sampler *s, float *logits)
 {
-	long n = s->n_hist < s->last_n ? s->n_hist : s->last_n, i, j;
+	long n = s->n_hist < s->last_n ? s->n_hist : s->last_n, i;
 
 	for (i = 0; i < n; i++) {
 		int id = s->hist[i];
-		for (j = 0; j < i && s->hist[j] != id; j++)
-			;
-		if (j < i || id < 0 || id >= s->vocab)
+		if (id < 0 || id >= s->vocab || s->seen[id])
 			continue;	/* a token once, however often it came */
+		s->seen[id] = 1;
 		logits[id] = logits[id] <= 0 ? logits[id] * s->penalty : logits[id] / s->penalty;
 	}
+	for (i = 0; i < n; i++)
+		if (s->hist[i] >= 0 && s->hist[i] < s->vocab)
+			s->seen[s->hist[i]] = 0;
 }
 
 int

@@ -18,6 +18,7 @@ struct sampler {
 	float penalty;		/* the repeat penalty; 1: off */
 	int last_n;		/* the tokens it looks back over */
 	int *hist;		/* the newest last_n tokens, a ring */
+	unsigned char *seen;	/* by token: penalized in this step (all 0 between steps) */
 	long n_hist;		/* tokens accepted */
 	uint64_t rng;
 	struct prob_id *cand;

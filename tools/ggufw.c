@@ -107,22 +107,26 @@ ggufw_str_arr(struct ggufw *w, const char *k, const char *const *v, size_t n)
 		put_str(&w->kv, v[i]);
 }
 
-void
-ggufw_f32_arr(struct ggufw *w, const char *k, const float *v, size_t n)
+/* An array of n 4-byte elements of a type. */
+static void
+arr4(struct ggufw *w, const char *k, uint32_t type, const void *v, size_t n)
 {
 	key(w, k, GGUF_ARRAY);
-	put_u32(&w->kv, GGUF_FLOAT32);
+	put_u32(&w->kv, type);
 	put_u64(&w->kv, n);
 	put(&w->kv, v, n * 4);
 }
 
 void
+ggufw_f32_arr(struct ggufw *w, const char *k, const float *v, size_t n)
+{
+	arr4(w, k, GGUF_FLOAT32, v, n);
+}
+
+void
 ggufw_i32_arr(struct ggufw *w, const char *k, const int32_t *v, size_t n)
 {
-	key(w, k, GGUF_ARRAY);
-	put_u32(&w->kv, GGUF_INT32);
-	put_u64(&w->kv, n);
-	put(&w->kv, v, n * 4);
+	arr4(w, k, GGUF_INT32, v, n);
 }
 
 /* The value of largest magnitude, with its sign. */
