@@ -12,6 +12,7 @@ batch_init(struct batch *b, struct model_run *run, int max_live)
 {
 	memset(b, 0, sizeof *b);
 	b->run = run;
+	b->end_id = -1;
 	b->max_live = max_live < 1 ? 1 : max_live > MODEL_BATCH ? MODEL_BATCH : max_live;
 	b->live = xcalloc((size_t)b->max_live, sizeof *b->live);
 }
@@ -86,7 +87,7 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 {
 	int next = sampler_sample(&q->smp, logits);
 
-	if (!b->ignore_eos && is_end(&b->run->m->c, next)) {
+	if (!b->ignore_eos && (is_end(&b->run->m->c, next) || next == b->end_id)) {
 		q->state = SEQ_DONE;
 		return;
 	}
@@ -146,6 +147,18 @@ take_rows(void *arg, int ith, int nth)
 		if (job->seqs[k].what == MODEL_OUT_LAST)
 			take(b, q, row);
 	}
+}
+
+void
+batch_end(struct batch *b, struct batch_seq *q)
+{
+	int i, j;
+
+	q->state = SEQ_DONE;
+	for (i = j = 0; i < b->n_live; i++)
+		if (b->live[i] != q)
+			b->live[j++] = b->live[i];
+	b->n_live = j;
 }
 
 int

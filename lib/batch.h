@@ -43,6 +43,7 @@ struct batch {
 	struct model_run *run;
 	int score;		/* score the prompts instead of generating */
 	int n_predict, ignore_eos;
+	int end_id;		/* another token that ends a sequence (a chat's end of turn), or -1 */
 	float temp, top_p, min_p, penalty;
 	int top_k, last_n;	/* last_n: the repeat penalty's window */
 	const struct tok *tok;	/* with stop strings: a line ends at one, which it does not keep */
@@ -75,6 +76,9 @@ void batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, st
  * failed (out of memory): then every live sequence is failed.
  */
 int batch_step(struct batch *b);
+
+/* End a live sequence now, as it is: its tokens stay; it leaves the batch, done. */
+void batch_end(struct batch *b, struct batch_seq *q);
 
 /* Free a done sequence's sampler and tokens. */
 void batch_seq_free(struct batch_seq *q);

@@ -221,7 +221,7 @@ struct render {
 static void
 flush(struct render *r)
 {
-	if (r->raw.n)
+	if (r->raw.n && r->out)
 		tok_encode(r->t, r->raw.s, r->raw.n, 0, r->out);
 	r->raw.n = 0;
 }
@@ -243,7 +243,8 @@ marker(struct render *r, const char *s)
 		return;
 	}
 	flush(r);
-	ids_push(r->out, id);
+	if (r->out)
+		ids_push(r->out, id);
 }
 
 /*
@@ -262,10 +263,10 @@ ctl(struct render *r, const char *s)
 }
 
 int
-chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
-    struct ids *out)
+chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
+    size_t from, struct ids *out)
 {
-	struct render r = { t, { 0 }, out, NULL };
+	struct render r = { t, { 0 }, NULL, NULL };
 	const char *system = NULL;
 	size_t i;
 	int first_user = 1;
@@ -277,6 +278,14 @@ chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t
 	for (i = 0; i < n_msgs; i++) {
 		const struct chat_msg *m = &msgs[i];
 		const char *role = roles[m->role];
+
+		/*
+		 * The messages before from only set the state: what they render
+		 * is dropped, but for the text after their last control token,
+		 * which joins what comes next as in a whole rendering.
+		 */
+		if (i == from)
+			r.out = out;
 
 		switch (family) {
 		case CHAT_CHATML:	/* <|im_start|>ROLE\nTEXT<|im_end|>\n */
@@ -325,6 +334,7 @@ chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t
 			break;
 		}
 	}
+	r.out = out;
 	/* the opening of the assistant's turn */
 	switch (family) {
 	case CHAT_CHATML: ctl(&r, "<|im_start|>"), raw(&r, "assistant\n"); break;
@@ -344,4 +354,53 @@ chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t
 		return -1;
 	}
 	return 0;
+}
+
+int
+chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
+    struct ids *out)
+{
+	return chat_render_from(t, family, msgs, n_msgs, 0, out);
+}
+
+/* The control token that closes an assistant's message. */
+static const char *
+close_token(int family)
+{
+	switch (family) {
+	case CHAT_CHATML: return "<|im_end|>";
+	case CHAT_LLAMA3: return "<|eot_id|>";
+	case CHAT_PHI3: return "<|end|>";
+	case CHAT_GEMMA: return "<end_of_turn>";
+	case CHAT_ZEPHYR: case CHAT_LLAMA2: return "</s>";
+	}
+	return NULL;
+}
+
+int
+chat_close(const struct tok *t, int family, struct ids *out)
+{
+	struct render r = { t, { 0 }, out, NULL };
+	const char *tk = close_token(family);
+
+	if (!tk) {
+		llm_seterr("unknown chat template (known: %s)", chat_names());
+		return -1;
+	}
+	ctl(&r, tk);
+	if (r.missing) {
+		llm_seterr("the %s template needs the control token %s, which the vocabulary lacks",
+		    chat_name(family), r.missing);
+		return -1;
+	}
+	return 0;
+}
+
+int
+chat_end_id(const struct tok *t, int family)
+{
+	const char *tk = close_token(family);
+	int id = tk ? tok_lookup(t, tk, strlen(tk)) : -1;
+
+	return id >= 0 && t->type[id] == TT_CONTROL ? id : -1;
 }

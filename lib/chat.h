@@ -55,4 +55,22 @@ void chat_free(struct chat_msg *msgs, size_t n_msgs);
 int chat_render(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
     struct ids *out);
 
+/*
+ * A conversation carried on a turn at a time, as llm-chat keeps it: the
+ * ids that follow msgs[0..from) (rendered before, the assistant's
+ * messages as generated and closed by chat_close) to render
+ * msgs[from..n) and open the assistant's turn.  Only the roles of the
+ * messages before from matter (Llama 2 and Gemma put the system message
+ * in the first user turn).  Pieces rendered one after another are a
+ * whole rendering's ids but that each assistant message is its tokens as
+ * generated, after the opening tokenized alone, as in a whole rendering
+ * made to generate it.  0, or -1 with llm_err().
+ */
+int chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs,
+    size_t n_msgs, size_t from, struct ids *out);
+/* The control token that ends an assistant's message after its text; 0 or -1 with llm_err(). */
+int chat_close(const struct tok *t, int family, struct ids *out);
+/* That token's id, which ends a reply when generated; -1 if the vocabulary lacks it. */
+int chat_end_id(const struct tok *t, int family);
+
 #endif
