@@ -24,6 +24,7 @@
 #include "../lib/tok.h"
 #include "../lib/tokstream.h"
 #include "../lib/util.h"
+#include "sampling.h"
 #include "tool.h"
 
 static void
@@ -104,19 +105,8 @@ on_signal(int sig)
 static void
 catch_signals(int restart)
 {
-	static const int sigs[] = { SIGINT, SIGTERM };
-	struct sigaction sa, old;
-
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sa.sa_flags = SA_RESETHAND | (restart ? SA_RESTART : 0);
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
-		/* A signal ignored at start stays ignored (a script's background job). */
-		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-			continue;
-		sigaction(sigs[i], &sa, NULL);
-	}
+	catch_signal(SIGINT, on_signal, SA_RESETHAND | (restart ? SA_RESTART : 0));
+	catch_signal(SIGTERM, on_signal, SA_RESETHAND | (restart ? SA_RESTART : 0));
 }
 
 static void
@@ -928,21 +918,13 @@ decode_lines(struct lines *L)
 int
 main(int argc, char *argv[])
 {
-	enum { O_CTX = 256, O_GREEDY, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_IGNORE_EOS,
-		O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN, O_KV_OUT, O_KV_TYPE,
-		O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP, O_EMBED, O_POOLING,
-		O_NORMALIZE, O_LINES, O_PARALLEL, O_MINP, O_PENALTY, O_LASTN, O_STOP };
+	enum { O_CTX = 256, O_IGNORE_EOS, O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN,
+		O_KV_OUT, O_KV_TYPE, O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP,
+		O_EMBED, O_POOLING, O_NORMALIZE, O_LINES, O_STOP };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
-		{ "greedy", no_argument, NULL, O_GREEDY },
-		{ "temp", required_argument, NULL, O_TEMP },
-		{ "top-k", required_argument, NULL, O_TOPK },
-		{ "top-p", required_argument, NULL, O_TOPP },
-		{ "min-p", required_argument, NULL, O_MINP },
-		{ "repeat-penalty", required_argument, NULL, O_PENALTY },
-		{ "repeat-last-n", required_argument, NULL, O_LASTN },
+		SAMPLING_LONGOPTS,
 		{ "stop", required_argument, NULL, O_STOP },
-		{ "seed", required_argument, NULL, O_SEED },
 		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
 		{ "kv-in", required_argument, NULL, O_KV_IN },
@@ -968,15 +950,15 @@ main(int argc, char *argv[])
 	static struct run r;
 	struct tokstream ts;
 	struct sampler smp;
-	const char *kv_in = NULL, *sampling = NULL;
-	float temp = 0.8f, top_p = 0.95f, min_p = 0, penalty = 1, *logits = NULL;
-	int last_n = 64, n_stops = 0;
-	const char *controls = NULL;
+	const char *kv_in = NULL;
+	struct sampling sa;
+	float *logits = NULL;
+	int n_stops = 0;
 	char *stops[MAX_STOPS];
 	struct tok tok;
 	struct stop stop;
-	int top_k = 40, n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
-	int do_score = 0, seed_set = 0, greedy = 0, warmup = 0, n_set = 0, status;
+	int n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
+	int do_score = 0, warmup = 0, n_set = 0, status;
 	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
@@ -985,7 +967,10 @@ main(int argc, char *argv[])
 	argv0 = "llm-decode";
 	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
 	r.threads = pool_default_threads();
+	sampling_defaults(&sa);
 	while ((c = getopt_long(argc, argv, "m:n:t:P:qh", longopts, NULL)) != -1) {
+		if (sampling_option(&sa, c, optarg))
+			continue;
 		switch (c) {
 		case 'm': r.model_path = optarg; break;
 		case 'n':
@@ -995,42 +980,12 @@ main(int argc, char *argv[])
 		case 't': r.threads = (int)opt_int("-t", optarg, 1, 256); break;
 		case 'P': parallel = (int)opt_int("-P", optarg, 1, MODEL_BATCH); break;
 		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
-		case O_GREEDY: greedy = 1; break;
-		case O_TEMP:
-			temp = (float)opt_real("--temp", optarg, 0, 100);
-			sampling = "--temp";
-			break;
-		case O_TOPK:
-			top_k = (int)opt_int("--top-k", optarg, 0, 1 << 30);
-			sampling = "--top-k";
-			break;
-		case O_TOPP:
-			top_p = (float)opt_real("--top-p", optarg, 0, 1);
-			sampling = "--top-p";
-			break;
-		case O_MINP:
-			min_p = (float)opt_real("--min-p", optarg, 0, 1);
-			sampling = "--min-p";
-			break;
-		case O_PENALTY:
-			penalty = (float)opt_real("--repeat-penalty", optarg, 0.01, 100);
-			controls = "--repeat-penalty";
-			break;
-		case O_LASTN:
-			last_n = (int)opt_int("--repeat-last-n", optarg, 0, 1 << 20);
-			controls = "--repeat-last-n";
-			break;
 		case O_STOP:
 			if (!*optarg)
 				die(2, "--stop: an empty string would stop before the first token");
 			if (n_stops == MAX_STOPS)
 				die(2, "--stop: at most %d stop strings", MAX_STOPS);
 			stops[n_stops++] = optarg;
-			controls = "--stop";
-			break;
-		case O_SEED:
-			r.seed = (uint64_t)opt_int("--seed", optarg, 0, INT64_MAX);
-			seed_set = 1;
 			break;
 		case O_IGNORE_EOS: ignore_eos = 1; break;
 		case O_PREALLOC: prealloc = 1; break;
@@ -1068,19 +1023,16 @@ main(int argc, char *argv[])
 	if (!r.model_path)
 		usage(2);
 	/* Options that contradict each other are refused, never resolved by their order. */
-	if (greedy && sampling)
-		die(2, "--greedy and %s conflict: --greedy takes the most likely token", sampling);
-	if (greedy)
-		temp = 0;
-	if (controls && strcmp(controls, "--repeat-last-n") == 0 && penalty == 1)
-		die(2, "--repeat-last-n goes with --repeat-penalty: it sets the penalty's window");
-	r.greedy = greedy;
+	if (do_score && (n_set || sa.sampling || sa.greedy || sa.seed_set || ignore_eos ||
+	    sa.controls || n_stops))
+		die(2, "--score and %s conflict: --score generates nothing", n_set ? "-n" :
+		    sa.sampling ? sa.sampling : sa.greedy ? "--greedy" : sa.seed_set ? "--seed" :
+		    sa.controls ? sa.controls : n_stops ? "--stop" : "--ignore-eos");
+	sampling_check(&sa);
+	r.greedy = sa.greedy;
+	r.seed = sa.seed;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
-	if (do_score && (n_set || sampling || greedy || seed_set || ignore_eos || controls))
-		die(2, "--score and %s conflict: --score generates nothing", n_set ? "-n" : sampling ?
-		    sampling : greedy ? "--greedy" : seed_set ? "--seed" : controls ? controls :
-		    "--ignore-eos");
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
 		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
 		    "--kv-type-v");
@@ -1110,8 +1062,6 @@ main(int argc, char *argv[])
 	signal(SIGXFSZ, SIG_IGN);
 	/* A reader that goes away is noticed as EPIPE: the cache can still be saved. */
 	signal(SIGPIPE, SIG_IGN);
-	if (!seed_set)
-		r.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
 	/* a doomed snapshot is refused before any work, not after it */
 	if (r.kv_out && snapshot_writable(r.kv_out) < 0)
@@ -1153,8 +1103,8 @@ main(int argc, char *argv[])
 		kv_free(&r.kv);
 		batch_init(&L.b, &r.run, L.parallel);
 		L.b.score = do_score, L.b.n_predict = n_predict, L.b.ignore_eos = ignore_eos;
-		L.b.temp = temp, L.b.top_k = top_k, L.b.top_p = top_p, L.b.seed = r.seed;
-		L.b.min_p = min_p, L.b.penalty = penalty, L.b.last_n = last_n;
+		L.b.temp = sa.temp, L.b.top_k = sa.top_k, L.b.top_p = sa.top_p, L.b.seed = r.seed;
+		L.b.min_p = sa.min_p, L.b.penalty = sa.penalty, L.b.last_n = sa.last_n;
 		L.b.tok = n_stops ? &tok : NULL, L.b.stops = stops, L.b.n_stops = n_stops;
 		return decode_lines(&L);
 	}
@@ -1190,8 +1140,8 @@ main(int argc, char *argv[])
 		end = run_prompt(&r, ids, r.reused, n_ids, &logits);
 		r.t_prefill = r.t_first = r.t_end = now_seconds();
 		if (end == END_DONE) {
-			sampler_init(&smp, r.m.c.vocab_size, temp, top_k, top_p, r.seed);
-			sampler_controls(&smp, min_p, penalty, last_n);
+			sampler_init(&smp, r.m.c.vocab_size, sa.temp, sa.top_k, sa.top_p, r.seed);
+			sampler_controls(&smp, sa.min_p, sa.penalty, sa.last_n);
 			for (c = 0; c < n_ids; c++)
 				sampler_accept(&smp, ids[c]);
 			if (n_stops)

@@ -1,6 +1,7 @@
 /* tool.c: the programs' shared helpers (tool.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,4 +111,19 @@ version(void)
 {
 	printf("%s %s\n", argv0, LLM_VERSION);
 	exit(fflush(stdout) == 0 ? 0 : 1);
+}
+
+void
+catch_signal(int sig, void (*handler)(int), int flags)
+{
+	struct sigaction sa, old;
+
+	/* A signal ignored at start stays ignored (a script's background job). */
+	if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+		return;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = handler;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
 }

@@ -28,6 +28,13 @@ double opt_real(const char *opt, const char *s, double min, double max);
 /* "A" or "A-B", whole numbers with 0 <= A <= B < 2^31; -1 with llm_err() if not. */
 int opt_range(const char *s, long *a, long *b);
 
+/*
+ * Catch sig with handler and sigaction's flags (SA_RESETHAND,
+ * SA_RESTART), unless it is ignored: a script's background job keeps
+ * ignoring SIGINT.
+ */
+void catch_signal(int sig, void (*handler)(int), int flags);
+
 /* --version: the tool's name and version on stdout, exit 0. */
 _Noreturn void version(void);
 
