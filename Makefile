@@ -14,10 +14,10 @@ LIBHDR = lib/attn.h lib/batch.h lib/chat.h lib/stop.h lib/gguf.h lib/kernels.h l
 LIBOBJ = $(LIBSRC:.c=.o)
 LIB = lib/libllm.a
 
-BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump
+BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump cmd/llm-chat
 # What the programs share and the library does not have (cmd/tool.h)
-TOOLOBJ = cmd/tool.o
-MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1
+TOOLOBJ = cmd/tool.o cmd/sampling.o
+MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1 man/llm-chat.1
 MAN5 = man/llm-kv.5
 MAN7 = man/llm.7
 
@@ -42,7 +42,7 @@ FUZZ_SECONDS = 60
 all: $(LIB) $(BIN) $(MKMODEL)
 
 $(LIBOBJ): $(LIBHDR) config.mk
-$(BIN:=.o) $(TOOLOBJ): $(LIBHDR) cmd/tool.h config.mk
+$(BIN:=.o) $(TOOLOBJ): $(LIBHDR) cmd/tool.h cmd/sampling.h config.mk
 $(MKOBJ) $(MKMODEL:=.o) $(TESTBIN:=.o): $(LIBHDR) cmd/tool.h tools/ggufw.h tools/fixture.h tests/check.h config.mk
 $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/fuzz/fuzz.h config.mk
 
@@ -73,6 +73,7 @@ cmd/llm-decode: cmd/llm-decode.o
 cmd/llm-tokenize: cmd/llm-tokenize.o
 cmd/llm-kvstat: cmd/llm-kvstat.o
 cmd/llm-kvdump: cmd/llm-kvdump.o
+cmd/llm-chat: cmd/llm-chat.o
 
 $(MKMODEL) $(TESTBIN): $(MKOBJ) $(TOOLOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $@.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)

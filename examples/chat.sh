@@ -9,6 +9,8 @@
 #
 #   for f in a.*; do cp "$f" "b.${f#a.}"; done   # b continues from where a is
 #
+# (llm-chat is the interactive form: a turn a line, the cache in memory.)
+#
 # A model with a chat template (SmolLM2-Instruct, Qwen2, Llama 3, Phi-3,
 # Gemma, TinyLlama's Zephyr) keeps the messages in CONV.chat, one
 # "ROLE<TAB>TEXT" a line, and llm-tokenize --chat renders them with the
