@@ -468,11 +468,9 @@ main(int argc, char *argv[])
 			die(2, "--kv-window %d --kv-sinks %d: %s", window, sinks, llm_err());
 		if (c.tok.add_bos && c.tok.bos >= 0)
 			ids_push(&c.conv, c.tok.bos);
-		/* the template's own system message where none is given (ChatML's) */
-		if (!system && family == CHAT_CHATML)
-			system = def = chat_default_system(&c.m.gguf);
-		if (system)
-			push_msg(&c, CHAT_SYSTEM, system);
+		/* the system message as the template renders it: its own where none is given */
+		if (family != CHAT_NONE && (def = chat_system(&c.m.gguf, family, system)) != NULL)
+			push_msg(&c, CHAT_SYSTEM, def);
 	}
 	batch_init(&c.b, &c.run, 1);
 	c.b.temp = sa.temp, c.b.top_k = sa.top_k, c.b.top_p = sa.top_p;

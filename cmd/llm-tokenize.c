@@ -182,10 +182,13 @@ main(int argc, char *argv[])
 				die(1, "stdin:");
 			if (chat_read(text.s ? text.s : "", text.n, &msgs, &n_msgs) < 0)
 				die(1, "stdin: %s", llm_err());
-			/* the template's own system message where the conversation has none */
-			char *sys = family == CHAT_CHATML && (n_msgs == 0 || msgs[0].role != CHAT_SYSTEM) ?
-			    chat_default_system(&g) : NULL;
-			if (sys) {
+			/* the system message as the template renders it: its own where none is given */
+			int given = n_msgs > 0 && msgs[0].role == CHAT_SYSTEM;
+			char *sys = chat_system(&g, family, given ? msgs[0].text : NULL);
+			if (given) {
+				free(msgs[0].text);
+				msgs[0].text = sys;
+			} else if (sys) {
 				msgs = xrealloc(msgs, (n_msgs + 1) * sizeof *msgs);
 				memmove(msgs + 1, msgs, n_msgs * sizeof *msgs);
 				msgs[0] = (struct chat_msg){ .role = CHAT_SYSTEM, .text = sys };

@@ -73,45 +73,104 @@ chat_detect(const struct gguf *g)
 	return CHAT_NONE;
 }
 
+/*
+ * The text of the template's first string literal that goes on from
+ * open: what follows open, escapes undone, up to the literal's end, or
+ * with stop up to stop, which must come first; malloc'd, or NULL.
+ */
+static char *
+literal_after(const struct gguf_str *tpl, const char *open, const char *stop)
+{
+	const char *lim = tpl->s + tpl->n, *p, *q;
+	struct buf out = { 0 };
+
+	for (p = tpl->s; (p = memmem(p, (size_t)(lim - p), open, strlen(open))) != NULL; p++) {
+		out.n = 0;
+		for (q = p + strlen(open); ; q++) {
+			if (stop && (size_t)(lim - q) >= strlen(stop) && memcmp(q, stop, strlen(stop)) == 0)
+				break;
+			/* the literal's end, which must not come before stop */
+			if (q == lim || *q == '\'' || *q == '"') {
+				q = stop ? NULL : q;
+				break;
+			}
+			/* no Jinja inside: a literal, not an expression */
+			if (*q == '{' || *q == '}') {
+				q = NULL;
+				break;
+			}
+			if (*q == '\\' && q + 1 < lim) {
+				q++;
+				buf_add(&out, *q == 'n' ? "\n" : *q == 't' ? "\t" : q, 1);
+			} else
+				buf_add(&out, q, 1);
+		}
+		if (!q)
+			continue;
+		buf_add(&out, "", 1);
+		return out.s;
+	}
+	buf_free(&out);
+	return NULL;
+}
+
 char *
 chat_default_system(const struct gguf *g)
 {
-	static const char open[] = "<|im_start|>system", end[] = "<|im_end|>";
 	struct gguf_str tpl;
-	const char *s, *p, *q, *lim;
-	char *out;
-	size_t k;
+	char *s;
 
 	if (gguf_get_str(g, "tokenizer.chat_template", &tpl) != 1)
 		return NULL;
-	s = tpl.s;
-	lim = tpl.s + tpl.n;
-	for (p = s; (p = memmem(p, (size_t)(lim - p), open, strlen(open))) != NULL; p++) {
-		q = p + strlen(open);
-		/* the newline, as Jinja's escape or itself */
-		if (q + 2 <= lim && q[0] == '\\' && q[1] == 'n')
-			q += 2;
-		else if (q < lim && *q == '\n')
-			q++;
-		else
-			continue;
-		/* literal text up to <|im_end|>, no end of the string on the way */
-		const char *e = memmem(q, (size_t)(lim - q), end, strlen(end));
-		if (!e || e == q || memchr(q, '\'', (size_t)(e - q)) || memchr(q, '"', (size_t)(e - q)) ||
-		    memchr(q, '{', (size_t)(e - q)))
-			continue;
-		out = xmalloc((size_t)(e - q) + 1);
-		for (k = 0; q < e; q++) {
-			if (*q == '\\' && q + 1 < e) {
-				q++;
-				out[k++] = *q == 'n' ? '\n' : *q == 't' ? '\t' : *q;
-			} else
-				out[k++] = *q;
-		}
-		out[k] = '\0';
-		return out;
+	/* ChatML's "<|im_start|>system\n" and literal text to "<|im_end|>" */
+	s = literal_after(&tpl, "<|im_start|>system\\n", "<|im_end|>");
+	if (!s)
+		s = literal_after(&tpl, "<|im_start|>system\n", "<|im_end|>");
+	if (s && !*s) {
+		free(s);
+		s = NULL;
 	}
-	return NULL;
+	return s;
+}
+
+char *
+chat_system(const struct gguf *g, int family, const char *given)
+{
+	struct gguf_str tpl;
+	struct buf out = { 0 };
+	char *cut, *date;
+
+	if (family == CHAT_CHATML && !given)
+		return chat_default_system(g);
+	/*
+	 * Llama 3.1 to 3.3 open every conversation with a system turn that
+	 * states the knowledge cutoff and the date, then the system message
+	 * if any, trimmed: the date is the template's own (date_string,
+	 * "26 Jul 2024"), so a rendering does not change with the day.
+	 */
+	if (family == CHAT_LLAMA3 && gguf_get_str(g, "tokenizer.chat_template", &tpl) == 1 &&
+	    (cut = literal_after(&tpl, "Cutting Knowledge Date:", NULL)) != NULL) {
+		date = literal_after(&tpl, "set date_string = \"", NULL);
+		buf_add(&out, "Cutting Knowledge Date:", strlen("Cutting Knowledge Date:"));
+		buf_add(&out, cut, strlen(cut));
+		buf_add(&out, "Today Date: ", strlen("Today Date: "));
+		buf_add(&out, date && *date ? date : "26 Jul 2024", strlen(date && *date ? date : "26 Jul 2024"));
+		buf_add(&out, "\n\n", 2);
+		if (given) {
+			size_t n = strlen(given), i = 0;
+			while (i < n && strchr(" \t\n\r", given[i]))
+				i++;
+			while (n > i && strchr(" \t\n\r", given[n - 1]))
+				n--;
+			buf_add(&out, given + i, n - i);
+		}
+		buf_add(&out, "", 1);
+		free(cut), free(date);
+		return out.s;
+	}
+	if (!given)
+		return NULL;
+	return memcpy(xmalloc(strlen(given) + 1), given, strlen(given) + 1);
 }
 
 /* ---- reading ---- */

@@ -28,6 +28,14 @@ int chat_detect(const struct gguf *g);
  * undone; malloc'd, or NULL if the template has none.
  */
 char *chat_default_system(const struct gguf *g);
+/*
+ * The system message the family's template renders when the user's is
+ * given (NULL: none): the given one, ChatML's default where none is
+ * given, and for Llama 3.1 to 3.3 the header their template always
+ * writes (the knowledge cutoff and the template's own date) before the
+ * given one; malloc'd, or NULL for none.
+ */
+char *chat_system(const struct gguf *g, int family, const char *given);
 
 enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT };
 

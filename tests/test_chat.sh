@@ -97,7 +97,8 @@ conversation_input_is_checked() {
 
 # A template's own system message, where the conversation has none, as
 # Hugging Face's apply_chat_template renders it: SmolLM2-Instruct's and
-# Qwen2.5's real template texts (tools/fixture.c); none for plain ChatML,
+# Qwen2.5's real template texts, and Llama 3.2's header with the cutoff
+# and the date (tools/fixture.c); none for plain ChatML or Llama 3.0,
 # and never over the conversation's own.
 templates_default_system_messages_are_rendered() {
 	printf 'user\tHi\n' >"$TMP/conv"
@@ -107,8 +108,17 @@ templates_default_system_messages_are_rendered() {
 	render qwen2.5 >"$TMP/got"
 	printf '<s><|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n' |
 		cmp -s - "$TMP/got" || fail "qwen2.5: $(cat "$TMP/got")"
+	render llama3.2 >"$TMP/got"
+	printf '<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' |
+		cmp -s - "$TMP/got" || fail "llama3.2: $(cat "$TMP/got")"
 	render chatml >"$TMP/got"
 	grep -q 'system' "$TMP/got" && fail "plain chatml got a system message: $(cat "$TMP/got")"
+	render llama3 >"$TMP/got"
+	grep -q 'system' "$TMP/got" && fail "Llama 3.0 got a system message: $(cat "$TMP/got")"
+	printf 'system\t Be brief.\nuser\tHi\n' >"$TMP/conv"
+	render llama3.2 >"$TMP/got"
+	printf '<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' |
+		cmp -s - "$TMP/got" || fail "llama3.2 with a system message: $(cat "$TMP/got")"
 	printf 'system\tBe brief.\nuser\tHi\n' >"$TMP/conv"
 	render qwen2.5 >"$TMP/got"
 	[ "$(grep -c 'system' "$TMP/got")" -eq 1 ] && grep -q 'Be brief' "$TMP/got" && ! grep -q Qwen "$TMP/got" ||

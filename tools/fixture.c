@@ -151,6 +151,20 @@ static const struct {
 	    { "<|system|>", "<|user|>", "<|assistant|>", "<|end|>" } },
 	{ "gemma", "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
 	    "'<end_of_turn>\\n' }}", { "<start_of_turn>", "<end_of_turn>" } },
+	/* Llama 3.2's, as it ships (tools aside): a system turn with the cutoff and the date, always */
+	{ "llama3.2", "{{- bos_token }}\n{%- if not date_string is defined %}\n    {%- if "
+	    "strftime_now is defined %}\n        {%- set date_string = strftime_now(\"%d %b %Y\") "
+	    "%}\n    {%- else %}\n        {%- set date_string = \"26 Jul 2024\" %}\n    {%- endif "
+	    "%}\n{%- endif %}\n{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message "
+	    "= messages[0]['content']|trim %}\n    {%- set messages = messages[1:] %}\n{%- else %}\n"
+	    "    {%- set system_message = \"\" %}\n{%- endif %}\n{{- \"<|start_header_id|>system"
+	    "<|end_header_id|>\\n\\n\" }}\n{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n"
+	    "{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n{{- system_message }}\n"
+	    "{{- \"<|eot_id|>\" }}\n{%- for message in messages %}\n    {{- '<|start_header_id|>' + "
+	    "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' "
+	    "}}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|start_header_id|>"
+	    "assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n",
+	    { "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>" } },
 	/* ChatML templates with a default system message, as the models ship them */
 	{ "smollm2", "{% for message in messages %}{% if loop.first and messages[0]['role'] != "
 	    "'system' %}{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, "
