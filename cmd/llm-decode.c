@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../lib/batch.h"
+#include "../lib/grammar.h"
 #include "../lib/kv.h"
 #include "../lib/model.h"
 #include "../lib/pool.h"
@@ -33,6 +34,7 @@ usage(int status)
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P --min-p P] [--seed S]\n"
 	    "       [--repeat-penalty R [--repeat-last-n N]] [--stop TEXT ...]\n"
+	    "       [--grammar TEXT | --grammar-file FILE]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
 	    "       [--kv-window W [--kv-sinks S]] [--warmup] [-q]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n"
@@ -457,17 +459,46 @@ write_held(struct held *h, size_t upto)
 	return 0;
 }
 
+/*
+ * --grammar: the tokens the grammar allows next, the others' logits made
+ * -inf; 0, or -1 (the run's msg set) when it allows none.
+ */
+static int
+constrain(struct run *r, struct gstate *gs, const struct tok *t, int first, float *logits)
+{
+	const struct model_config *c = &r->m.c;
+	int end[3] = { c->eos_id, c->eot_id, c->eom_id }, any = 0;
+	unsigned char *allowed = xmalloc((size_t)c->vocab_size);
+
+	grammar_mask(gs, t, first, end, 3, allowed);
+	for (int id = 0; id < c->vocab_size; id++) {
+		if (!allowed[id])
+			logits[id] = -INFINITY;
+		any |= allowed[id];
+	}
+	free(allowed);
+	if (!any)
+		snprintf(r->msg, sizeof r->msg, "--grammar: no token of the vocabulary can go on "
+		    "from the text generated (%d tokens)", r->n_gen);
+	return any ? 0 : -1;
+}
+
 static enum end
 generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int ignore_eos,
-    struct stop *st)
+    struct stop *st, struct gstate *gs, const struct tok *t)
 {
 	struct held h = { { 0 }, 0 };
 	enum end end = END_DONE;
-	int next, stopped;
+	struct buf text = { 0 };
+	int next, stopped, first = 1;
 
 	while (r->n_gen < n_predict) {
 		if (stop_signal) {
 			end = END_SIGNAL;
+			break;
+		}
+		if (gs && constrain(r, gs, t, first, logits) < 0) {
+			end = END_FAIL;
 			break;
 		}
 		next = sampler_sample(smp, logits);
@@ -476,6 +507,13 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 		    next == r->m.c.eom_id))
 			break;
 		ids_push(&h.gen, next);
+		if (gs) {
+			/* the mask allowed it: the state takes its text */
+			text.n = 0;
+			tok_text(t, next, first, &text);
+			gstate_accept(gs, text.s, text.n);
+			first &= text.n == 0;
+		}
 		/* a stop string's tokens are never written; those that may begin one wait */
 		stopped = st && stop_push(st, next);
 		if (write_held(&h, st ? (size_t)st->safe : h.gen.n) < 0) {
@@ -489,6 +527,9 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 			h.written = h.gen.n;	/* the rest is the stop text */
 			break;
 		}
+		/* a sentence that nothing can follow: the grammar ends the generation */
+		if (gs && gstate_finished(gs))
+			break;
 		sampler_accept(smp, next);
 		if (r->n_gen == n_predict)
 			break;
@@ -504,6 +545,7 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 	if (end != END_PIPE && write_held(&h, h.gen.n) < 0 && end == END_DONE)
 		end = stdout_failed(r);
 	ids_free(&h.gen);
+	buf_free(&text);
 	return end;
 }
 
@@ -920,11 +962,13 @@ main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_IGNORE_EOS, O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN,
 		O_KV_OUT, O_KV_TYPE, O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP,
-		O_EMBED, O_POOLING, O_NORMALIZE, O_LINES, O_STOP };
+		O_EMBED, O_POOLING, O_NORMALIZE, O_LINES, O_STOP, O_GRAMMAR, O_GRAMMAR_FILE };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		SAMPLING_LONGOPTS,
 		{ "stop", required_argument, NULL, O_STOP },
+		{ "grammar", required_argument, NULL, O_GRAMMAR },
+		{ "grammar-file", required_argument, NULL, O_GRAMMAR_FILE },
 		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
 		{ "kv-in", required_argument, NULL, O_KV_IN },
@@ -957,6 +1001,10 @@ main(int argc, char *argv[])
 	char *stops[MAX_STOPS];
 	struct tok tok;
 	struct stop stop;
+	struct grammar gram;
+	struct gstate gstate;
+	const char *grammar = NULL, *grammar_file = NULL;
+	struct buf gtext = { 0 };
 	int n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, warmup = 0, n_set = 0, status;
 	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
@@ -1008,6 +1056,8 @@ main(int argc, char *argv[])
 			break;
 		case O_NORMALIZE: normalize = 1; break;
 		case O_LINES: lines = 1; break;
+		case O_GRAMMAR: grammar = optarg; break;
+		case O_GRAMMAR_FILE: grammar_file = optarg; break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: r.stats = 1; break;
 		case O_STATS_JSON: r.stats_json = 1; break;
@@ -1033,6 +1083,24 @@ main(int argc, char *argv[])
 	r.seed = sa.seed;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
+	if (grammar && grammar_file)
+		die(2, "--grammar and --grammar-file conflict: one grammar");
+	if (grammar_file) {
+		FILE *fp = strcmp(grammar_file, "-") == 0 ? NULL : fopen(grammar_file, "r");
+		if (strcmp(grammar_file, "-") == 0)
+			die(2, "--grammar-file -: standard input carries the token ids");
+		if (!fp || buf_read_all(&gtext, fp) < 0)
+			die(2, "--grammar-file: %s:", grammar_file);
+		fclose(fp);
+		buf_add(&gtext, "", 1);
+		grammar = gtext.s;
+	}
+	if (grammar && (lines || do_score || embed))
+		die(2, "--grammar and %s: not yet (generation of one prompt only)", lines ? "--lines" :
+		    do_score ? "--score" : "--embed");
+	if (grammar && grammar_parse(&gram, grammar, strlen(grammar)) < 0)
+		die(2, "%s%s: %s", grammar_file ? "--grammar-file " : "--grammar",
+		    grammar_file ? grammar_file : "", llm_err());
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
 		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
 		    "--kv-type-v");
@@ -1068,9 +1136,11 @@ main(int argc, char *argv[])
 		die(1, "%s: %s", r.kv_out, llm_err());
 	if (model_load(&r.m, r.model_path) < 0)
 		die(1, "%s: %s", r.model_path, llm_err());
-	/* the stop strings are matched on text: the model's tokenizer makes it */
-	if (n_stops && tok_load(&tok, &r.m.gguf) < 0)
-		die(1, "%s: --stop: %s", r.model_path, llm_err());
+	/* the stop strings and the grammar are matched on text: the model's tokenizer makes it */
+	if ((n_stops || grammar) && tok_load(&tok, &r.m.gguf) < 0)
+		die(1, "%s: %s: %s", r.model_path, n_stops ? "--stop" : "--grammar", llm_err());
+	if (grammar && gstate_init(&gstate, &gram) < 0)
+		die(2, "--grammar: %s", llm_err());
 	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
 	model_run_init(&r.run, &r.m, r.pool);
@@ -1146,14 +1216,20 @@ main(int argc, char *argv[])
 				sampler_accept(&smp, ids[c]);
 			if (n_stops)
 				stop_init(&stop, &tok, stops, n_stops);
-			end = generate(&r, &smp, logits, n_predict, ignore_eos, n_stops ? &stop : NULL);
+			end = generate(&r, &smp, logits, n_predict, ignore_eos, n_stops ? &stop : NULL,
+			    grammar ? &gstate : NULL, &tok);
 			sampler_free(&smp);
 			if (n_stops)
 				stop_free(&stop);
 		}
-		if (n_stops)
+		if (n_stops || grammar)
 			tok_free(&tok);
 	}
+	if (grammar) {
+		gstate_free(&gstate);
+		grammar_free(&gram);
+	}
+	buf_free(&gtext);
 	/* Only the positions the cache holds are saved: fed may run one past them. */
 	r.fed.n = (size_t)r.kv.seq_len;
 	status = finish(&r, end);

@@ -1,0 +1,946 @@
+/* grammar.c: GBNF parsed into rules, and the stacks that match text to them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar.h"
+#include "util.h"
+
+#define MAX_REPEAT 1000		/* {m,n}: a bound past this is refused, not expanded */
+#define MAX_DEPTH 4096		/* a stack this deep is a grammar the matcher refuses */
+
+/* ---- building ---- */
+
+static void
+emit(struct grammar *g, int type, int a, int n)
+{
+	if (g->n_e == g->cap_e) {
+		g->cap_e = g->cap_e ? 2 * g->cap_e : 256;
+		g->e = xrealloc(g->e, (size_t)g->cap_e * sizeof *g->e);
+	}
+	g->e[g->n_e++] = (struct gelem){ type, a, n };
+}
+
+static int
+add_range(struct grammar *g, uint32_t lo, uint32_t hi)
+{
+	if (g->n_r + 2 > g->cap_r) {
+		g->cap_r = g->cap_r ? 2 * g->cap_r : 256;
+		g->ranges = xrealloc(g->ranges, (size_t)g->cap_r * sizeof *g->ranges);
+	}
+	g->ranges[g->n_r++] = lo;
+	g->ranges[g->n_r++] = hi;
+	return g->n_r - 2;
+}
+
+/* The rule named name[0..n), made (undefined: start -1) if new. */
+static int
+rule_id(struct grammar *g, const char *name, size_t n)
+{
+	for (int i = 0; i < g->n_rules; i++)
+		if (strlen(g->name[i]) == n && memcmp(g->name[i], name, n) == 0)
+			return i;
+	if (g->n_rules == g->cap_rules) {
+		g->cap_rules = g->cap_rules ? 2 * g->cap_rules : 32;
+		g->name = xrealloc(g->name, (size_t)g->cap_rules * sizeof *g->name);
+		g->start = xrealloc(g->start, (size_t)g->cap_rules * sizeof *g->start);
+	}
+	g->name[g->n_rules] = memcpy(xcalloc(n + 1, 1), name, n);
+	g->start[g->n_rules] = -1;
+	return g->n_rules++;
+}
+
+/* A rule for a group or repetition, named after the rule it is in ('~' is in no name written). */
+static int
+new_rule(struct grammar *g, int in)
+{
+	char name[256];
+
+	snprintf(name, sizeof name, "%.200s~%d", g->name[in], g->n_rules);
+	return rule_id(g, name, strlen(name));
+}
+
+/*
+ * Rules are written into the element array as they are parsed, but a
+ * group's rule is made while its parent's alternative is half written:
+ * each rule's elements are built in a buffer of their own, then moved.
+ */
+struct body {
+	struct gelem *e;
+	int n, cap;
+};
+
+static void
+put(struct body *b, int type, int a, int n)
+{
+	if (b->n == b->cap) {
+		b->cap = b->cap ? 2 * b->cap : 16;
+		b->e = xrealloc(b->e, (size_t)b->cap * sizeof *b->e);
+	}
+	b->e[b->n++] = (struct gelem){ type, a, n };
+}
+
+static int
+define(struct grammar *g, int rule, struct body *b)
+{
+	if (g->start[rule] >= 0) {
+		llm_seterr("rule '%s' is defined twice", g->name[rule]);
+		free(b->e);
+		return -1;
+	}
+	g->start[rule] = g->n_e;
+	for (int i = 0; i < b->n; i++)
+		emit(g, b->e[i].type, b->e[i].a, b->e[i].n);
+	emit(g, G_END, 0, 0);
+	free(b->e);
+	return 0;
+}
+
+/* ---- parsing ---- */
+
+struct parser {
+	struct grammar *g;
+	const char *s, *p, *end;
+	int err;
+	char msg[200];
+	const char *at;
+};
+
+static void
+perr(struct parser *ps, const char *at, const char *msg)
+{
+	if (ps->err)
+		return;
+	ps->err = 1;
+	ps->at = at;
+	snprintf(ps->msg, sizeof ps->msg, "%s", msg);
+}
+
+static int
+word_char(int c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	    c == '-' || c == '_';
+}
+
+/* Blanks and comments; newlines too when nested (in a group, after ::= or |). */
+static void
+space(struct parser *ps, int newlines)
+{
+	while (ps->p < ps->end) {
+		char c = *ps->p;
+		if (c == ' ' || c == '\t' || c == '\r' || (newlines && c == '\n'))
+			ps->p++;
+		else if (c == '#')
+			while (ps->p < ps->end && *ps->p != '\n')
+				ps->p++;
+		else
+			break;
+	}
+}
+
+static int
+hexval(int c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* One character of a literal or class, escapes undone; -1 at an error. */
+static long
+character(struct parser *ps)
+{
+	const unsigned char *p = (const unsigned char *)ps->p;
+	uint32_t cp;
+	int len, k;
+
+	if (ps->p >= ps->end) {
+		perr(ps, ps->p, "unexpected end of the grammar");
+		return -1;
+	}
+	if (*p == '\\') {
+		if (ps->p + 1 >= ps->end) {
+			perr(ps, ps->p, "unexpected end of the grammar");
+			return -1;
+		}
+		ps->p += 2;
+		switch (p[1]) {
+		case 'n': return '\n';
+		case 't': return '\t';
+		case 'r': return '\r';
+		case '\\': case '"': case '[': case ']': case '-': case '^': case '\'':
+			return p[1];
+		case 'x': len = 2; break;
+		case 'u': len = 4; break;
+		case 'U': len = 8; break;
+		default:
+			perr(ps, (const char *)p, "unknown escape");
+			return -1;
+		}
+		for (cp = 0, k = 0; k < len; k++) {
+			int h = ps->p + k < ps->end ? hexval(ps->p[k]) : -1;
+			if (h < 0) {
+				perr(ps, (const char *)p, "expected hexadecimal digits after the escape");
+				return -1;
+			}
+			cp = cp * 16 + (uint32_t)h;
+		}
+		ps->p += len;
+		if (cp > 0x10ffff) {
+			perr(ps, (const char *)p, "not a Unicode code point");
+			return -1;
+		}
+		return cp;
+	}
+	/* a UTF-8 character as it is */
+	len = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+	if (!len || ps->p + len > ps->end) {
+		perr(ps, ps->p, "not UTF-8");
+		return -1;
+	}
+	cp = len == 1 ? *p : (uint32_t)(*p & (0x7f >> len));
+	for (k = 1; k < len; k++) {
+		if ((p[k] & 0xc0) != 0x80) {
+			perr(ps, ps->p, "not UTF-8");
+			return -1;
+		}
+		cp = cp << 6 | (p[k] & 0x3f);
+	}
+	ps->p += len;
+	return cp;
+}
+
+static int parse_alternates(struct parser *ps, int rule, struct body *b, int nested);
+
+/* A decimal count of a repetition bound. */
+static int
+count(struct parser *ps)
+{
+	long v = 0;
+	const char *at = ps->p;
+
+	if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') {
+		perr(ps, ps->p, "expected a number");
+		return -1;
+	}
+	while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9' && v <= MAX_REPEAT)
+		v = v * 10 + (*ps->p++ - '0');
+	if (v > MAX_REPEAT) {
+		perr(ps, at, "a repetition bound above 1000");
+		return -1;
+	}
+	return (int)v;
+}
+
+/*
+ * The element last[0..n) (one element, or a literal's characters)
+ * repeated from min to max times (max -1: no bound), as rules: X{m,n} is
+ * m copies, then n - m nested optional ones; X{m,} is m copies and R ::=
+ * X R | empty.
+ */
+static void
+repeat(struct parser *ps, int rule, struct body *b, int from, int min, int max)
+{
+	struct grammar *g = ps->g;
+	int n = b->n - from, i, k, r;
+	struct gelem x[64];
+
+	if (n > 64) {	/* a long literal: as a rule of its own */
+		struct body sub = { 0 };
+		r = new_rule(g, rule);
+		for (i = from; i < b->n; i++)
+			put(&sub, b->e[i].type, b->e[i].a, b->e[i].n);
+		define(g, r, &sub);
+		b->n = from;
+		put(b, G_RULE, r, 0);
+		n = 1;
+	}
+	memcpy(x, b->e + from, (size_t)n * sizeof *x);
+	b->n = from;
+	for (k = 0; k < min; k++)
+		for (i = 0; i < n; i++)
+			put(b, x[i].type, x[i].a, x[i].n);
+	if (max < 0) {
+		struct body sub = { 0 };
+		r = new_rule(g, rule);
+		for (i = 0; i < n; i++)
+			put(&sub, x[i].type, x[i].a, x[i].n);
+		put(&sub, G_RULE, r, 0);
+		put(&sub, G_ALT, 0, 0);
+		define(g, r, &sub);
+		put(b, G_RULE, r, 0);
+		return;
+	}
+	/* the optional ones, innermost first: R_k ::= X R_{k+1} | empty */
+	int next = -1;
+	for (k = max - min; k > 0; k--) {
+		struct body sub = { 0 };
+		r = new_rule(g, rule);
+		for (i = 0; i < n; i++)
+			put(&sub, x[i].type, x[i].a, x[i].n);
+		if (next >= 0)
+			put(&sub, G_RULE, next, 0);
+		put(&sub, G_ALT, 0, 0);
+		define(g, r, &sub);
+		next = r;
+	}
+	if (next >= 0)
+		put(b, G_RULE, next, 0);
+}
+
+/* A sequence of elements, up to |, ) or the end of the line (or of the group). */
+static int
+parse_sequence(struct parser *ps, int rule, struct body *b, int nested)
+{
+	struct grammar *g = ps->g;
+	int last = -1;		/* where the last element starts in b, for a repetition */
+
+	for (;;) {
+		space(ps, nested);
+		if (ps->p >= ps->end || *ps->p == '|' || *ps->p == ')' || *ps->p == '\n')
+			return 0;
+		const char *at = ps->p;
+		char c = *ps->p;
+		if (c == '"') {
+			ps->p++;
+			last = b->n;
+			while (ps->p < ps->end && *ps->p != '"') {
+				long cp = character(ps);
+				if (cp < 0)
+					return -1;
+				put(b, G_CHAR, add_range(g, (uint32_t)cp, (uint32_t)cp), 1);
+			}
+			if (ps->p >= ps->end) {
+				perr(ps, at, "a string that does not end");
+				return -1;
+			}
+			ps->p++;
+			if (b->n == last)
+				last = -1;	/* "": nothing to repeat */
+		} else if (c == '[') {
+			int neg = 0, first = -1, n = 0;
+			ps->p++;
+			if (ps->p < ps->end && *ps->p == '^')
+				neg = 1, ps->p++;
+			while (ps->p < ps->end && *ps->p != ']') {
+				long lo = character(ps), hi;
+				if (lo < 0)
+					return -1;
+				hi = lo;
+				if (ps->p + 1 < ps->end && *ps->p == '-' && ps->p[1] != ']') {
+					ps->p++;
+					if ((hi = character(ps)) < 0)
+						return -1;
+					if (hi < lo) {
+						perr(ps, at, "a range whose end is before its start");
+						return -1;
+					}
+				}
+				int r = add_range(g, (uint32_t)lo, (uint32_t)hi);
+				if (first < 0)
+					first = r;
+				n++;
+			}
+			if (ps->p >= ps->end) {
+				perr(ps, at, "a character class that does not end");
+				return -1;
+			}
+			ps->p++;
+			if (n == 0 && !neg) {
+				perr(ps, at, "an empty character class matches nothing");
+				return -1;
+			}
+			last = b->n;
+			put(b, neg ? G_CHAR_NOT : G_CHAR, first < 0 ? 0 : first, n);
+		} else if (c == '.') {
+			ps->p++;
+			last = b->n;
+			put(b, G_CHAR_NOT, 0, 0);
+		} else if (word_char((unsigned char)c)) {
+			const char *w = ps->p;
+			while (ps->p < ps->end && word_char((unsigned char)*ps->p))
+				ps->p++;
+			/* "name ::=" on a new line would start a rule: a rule ends at its line's end */
+			last = b->n;
+			int r = rule_id(g, w, (size_t)(ps->p - w));
+			put(b, G_RULE, r, (int)(w - ps->s) + 1);	/* where it is used, for errors */
+		} else if (c == '(') {
+			struct body sub = { 0 };
+			int r = new_rule(g, rule);
+			ps->p++;
+			if (parse_alternates(ps, r, &sub, 1) < 0) {
+				free(sub.e);
+				return -1;
+			}
+			space(ps, 1);
+			if (ps->p >= ps->end || *ps->p != ')') {
+				free(sub.e);
+				perr(ps, at, "a group that does not end");
+				return -1;
+			}
+			ps->p++;
+			if (define(g, r, &sub) < 0)
+				return -1;
+			last = b->n;
+			put(b, G_RULE, r, 0);
+		} else if (c == '*' || c == '+' || c == '?' || c == '{') {
+			if (last < 0) {
+				perr(ps, at, "a repetition of nothing");
+				return -1;
+			}
+			int min = 0, max = -1;
+			ps->p++;
+			if (c == '+')
+				min = 1;
+			else if (c == '?')
+				max = 1;
+			else if (c == '{') {
+				space(ps, 0);
+				if ((min = count(ps)) < 0)
+					return -1;
+				space(ps, 0);
+				max = min;
+				if (ps->p < ps->end && *ps->p == ',') {
+					ps->p++;
+					space(ps, 0);
+					max = -1;
+					if (ps->p < ps->end && *ps->p != '}' && (max = count(ps)) < 0)
+						return -1;
+					space(ps, 0);
+				}
+				if (ps->p >= ps->end || *ps->p != '}') {
+					perr(ps, at, "expected '}' to end the repetition");
+					return -1;
+				}
+				ps->p++;
+				if (max >= 0 && max < min) {
+					perr(ps, at, "a repetition whose maximum is below its minimum");
+					return -1;
+				}
+			}
+			repeat(ps, rule, b, last, min, max);
+			last = -1;
+		} else {
+			perr(ps, at, "expected a string, a character class, a rule name or a group");
+			return -1;
+		}
+		if (ps->err)
+			return -1;
+	}
+}
+
+static int
+parse_alternates(struct parser *ps, int rule, struct body *b, int nested)
+{
+	for (;;) {
+		if (parse_sequence(ps, rule, b, nested) < 0)
+			return -1;
+		space(ps, nested);
+		if (ps->p >= ps->end || *ps->p != '|')
+			return 0;
+		ps->p++;
+		space(ps, 1);
+		put(b, G_ALT, 0, 0);
+	}
+}
+
+/* Where at is in the text, as LINE:COL. */
+static void
+where(const char *s, const char *at, int *line, int *col)
+{
+	*line = 1, *col = 1;
+	for (; s < at; s++)
+		if (*s == '\n')
+			++*line, *col = 1;
+		else
+			++*col;
+}
+
+/* ---- checks ---- */
+
+/* The fixpoint of "can be empty" over the rules. */
+static void
+nullable_rules(const struct grammar *g, unsigned char *null)
+{
+	int changed = 1, r, i;
+
+	memset(null, 0, (size_t)g->n_rules);
+	while (changed) {
+		changed = 0;
+		for (r = 0; r < g->n_rules; r++) {
+			if (null[r])
+				continue;
+			/* some alternative all of whose elements can be empty */
+			int ok = 1;
+			for (i = g->start[r]; ; i++) {
+				const struct gelem *e = &g->e[i];
+				if (e->type == G_ALT || e->type == G_END) {
+					if (ok) {
+						null[r] = 1, changed = 1;
+						break;
+					}
+					if (e->type == G_END)
+						break;
+					ok = 1;
+				} else if (e->type != G_RULE || !null[e->a])
+					ok = 0;
+			}
+		}
+	}
+}
+
+/* The fixpoint of "derives some finite text". */
+static void
+productive_rules(const struct grammar *g, unsigned char *prod)
+{
+	int changed = 1, r, i;
+
+	memset(prod, 0, (size_t)g->n_rules);
+	while (changed) {
+		changed = 0;
+		for (r = 0; r < g->n_rules; r++) {
+			if (prod[r])
+				continue;
+			int ok = 1;
+			for (i = g->start[r]; ; i++) {
+				const struct gelem *e = &g->e[i];
+				if (e->type == G_ALT || e->type == G_END) {
+					if (ok) {
+						prod[r] = 1, changed = 1;
+						break;
+					}
+					if (e->type == G_END)
+						break;
+					ok = 1;
+				} else if (e->type == G_RULE && !prod[e->a])
+					ok = 0;
+			}
+		}
+	}
+}
+
+/*
+ * Left recursion: a rule that can reach itself through references each
+ * preceded in its alternative by what can be empty.  The matcher expands
+ * references until a character is on top, which such a rule never
+ * gives.  Depth-first over those edges; -1 with the rule named.
+ */
+static int
+left_visit(const struct grammar *g, const unsigned char *null, unsigned char *mark, int r)
+{
+	int i, lead = 1;
+
+	if (mark[r] == 2)
+		return 0;
+	if (mark[r] == 1) {
+		const char *tilde = strchr(g->name[r], '~');
+		if (tilde)	/* a rule made for a group or repetition: name the rule it is in */
+			llm_seterr("rule '%.*s' is left-recursive: a group or repetition in it can come "
+			    "back to itself before any character (a repetition of what can be empty "
+			    "does)", (int)(tilde - g->name[r]), g->name[r]);
+		else
+			llm_seterr("rule '%s' is left-recursive: it can come back to itself before "
+			    "any character", g->name[r]);
+		return -1;
+	}
+	mark[r] = 1;
+	for (i = g->start[r]; ; i++) {
+		const struct gelem *e = &g->e[i];
+		if (e->type == G_ALT) {
+			lead = 1;
+			continue;
+		}
+		if (e->type == G_END)
+			break;
+		if (lead && e->type == G_RULE && left_visit(g, null, mark, e->a) < 0)
+			return -1;
+		if (e->type != G_RULE || !null[e->a])
+			lead = 0;
+	}
+	mark[r] = 2;
+	return 0;
+}
+
+static int
+check(struct grammar *g, const char *text)
+{
+	unsigned char *null, *mark;
+	int r, i, line, col, status = 0;
+
+	for (i = 0; i < g->n_e; i++)
+		if (g->e[i].type == G_RULE && g->start[g->e[i].a] < 0) {
+			where(text, text + g->e[i].n - 1, &line, &col);
+			llm_seterr("%d:%d: undefined rule '%s'", line, col, g->name[g->e[i].a]);
+			return -1;
+		}
+	g->root = -1;
+	for (r = 0; r < g->n_rules; r++)
+		if (strcmp(g->name[r], "root") == 0)
+			g->root = r;
+	if (g->root < 0) {
+		llm_seterr("no rule named root: the grammar starts there");
+		return -1;
+	}
+	null = xmalloc((size_t)g->n_rules);
+	mark = xcalloc((size_t)g->n_rules, 1);
+	nullable_rules(g, null);
+	for (r = 0; r < g->n_rules && status == 0; r++)
+		status = left_visit(g, null, mark, r);
+	if (status == 0) {
+		productive_rules(g, mark);
+		if (!mark[g->root]) {
+			llm_seterr("the grammar's language is empty: root derives no finite text");
+			status = -1;
+		}
+	}
+	free(null);
+	free(mark);
+	return status;
+}
+
+int
+grammar_parse(struct grammar *g, const char *text, size_t n)
+{
+	struct parser ps = { g, text, text, text + n, 0, "", NULL };
+	int line, col;
+
+	memset(g, 0, sizeof *g);
+	for (;;) {
+		space(&ps, 1);
+		if (ps.p >= ps.end)
+			break;
+		const char *w = ps.p;
+		while (ps.p < ps.end && word_char((unsigned char)*ps.p))
+			ps.p++;
+		if (ps.p == w) {
+			perr(&ps, w, "expected a rule name");
+			break;
+		}
+		int r = rule_id(g, w, (size_t)(ps.p - w));
+		space(&ps, 0);
+		if (ps.end - ps.p < 3 || memcmp(ps.p, "::=", 3) != 0) {
+			perr(&ps, ps.p, "expected ::=");
+			break;
+		}
+		ps.p += 3;
+		space(&ps, 1);
+		struct body b = { 0 };
+		if (parse_alternates(&ps, r, &b, 0) < 0) {
+			free(b.e);
+			break;
+		}
+		if (ps.p < ps.end && *ps.p == ')') {
+			free(b.e);
+			perr(&ps, ps.p, "a ')' with no group open");
+			break;
+		}
+		if (define(g, r, &b) < 0) {
+			perr(&ps, w, llm_err());
+			break;
+		}
+	}
+	if (ps.err) {
+		where(text, ps.at, &line, &col);
+		llm_seterr("%d:%d: %s", line, col, ps.msg);
+		grammar_free(g);
+		return -1;
+	}
+	if (check(g, text) < 0) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", llm_err());
+		grammar_free(g);
+		llm_seterr("%s", msg);
+		return -1;
+	}
+	return 0;
+}
+
+void
+grammar_free(struct grammar *g)
+{
+	for (int i = 0; i < g->n_rules; i++)
+		free(g->name[i]);
+	free(g->name);
+	free(g->start);
+	free(g->e);
+	free(g->ranges);
+	memset(g, 0, sizeof *g);
+}
+
+/* ---- matching ---- */
+
+static void
+stack_push(struct gstack *s, int v)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 16;
+		s->v = xrealloc(s->v, (size_t)s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = v;
+}
+
+/* Add a copy of stack v[0..n) to the state, unless it has it. */
+static void
+add_stack(struct gstate *st, const int *v, int n)
+{
+	for (int i = 0; i < st->n; i++)
+		if (st->s[i].n == n && memcmp(st->s[i].v, v, (size_t)n * sizeof *v) == 0)
+			return;
+	if (st->n == st->cap) {
+		st->cap = st->cap ? 2 * st->cap : 8;
+		st->s = xrealloc(st->s, (size_t)st->cap * sizeof *st->s);
+		memset(st->s + st->n, 0, (size_t)(st->cap - st->n) * sizeof *st->s);
+	}
+	st->s[st->n].n = 0;
+	for (int i = 0; i < n; i++)
+		stack_push(&st->s[st->n], v[i]);
+	st->n++;
+}
+
+/*
+ * Expand a stack until a character is on top (or it is empty: a whole
+ * sentence), into out: finished alternatives are popped, a reference on
+ * top becomes its rule's alternatives, one stack each.  The stack is the
+ * caller's scratch, left as it came.  -1 if it grows past MAX_DEPTH.
+ */
+static int
+expand(const struct grammar *g, struct gstack *s, struct gstate *out)
+{
+	int top, saved, status = 0;
+
+	if (s->n == 0) {
+		add_stack(out, NULL, 0);
+		return 0;
+	}
+	if (s->n > MAX_DEPTH)
+		return -1;
+	top = s->v[s->n - 1];
+	switch (g->e[top].type) {
+	case G_END:
+	case G_ALT:
+		s->n--;
+		status = expand(g, s, out);
+		stack_push(s, top);
+		return status;
+	case G_CHAR:
+	case G_CHAR_NOT:
+		add_stack(out, s->v, s->n);
+		return 0;
+	}
+	/* a reference: what follows it, unless nothing does (a tail call), then the rule */
+	int rule = g->e[top].a, next = top + 1, tail = g->e[next].type == G_END || g->e[next].type == G_ALT;
+	if (tail)
+		s->n--;
+	else
+		s->v[s->n - 1] = next;
+	saved = s->n;
+	for (int i = g->start[rule]; status == 0; i++) {
+		if (i == g->start[rule] || g->e[i - 1].type == G_ALT) {
+			stack_push(s, i);
+			status = expand(g, s, out);
+			s->n = saved;
+		}
+		if (g->e[i].type == G_END)
+			break;
+	}
+	if (tail)
+		stack_push(s, top);
+	else
+		s->v[s->n - 1] = top;
+	return status;
+}
+
+int
+gstate_init(struct gstate *st, const struct grammar *g)
+{
+	struct gstack s = { 0 };
+	int status;
+
+	memset(st, 0, sizeof *st);
+	st->g = g;
+	/* root's alternatives, each a stack */
+	status = 0;
+	for (int i = g->start[g->root]; status == 0; i++) {
+		if (i == g->start[g->root] || g->e[i - 1].type == G_ALT) {
+			s.n = 0;
+			stack_push(&s, i);
+			status = expand(g, &s, st);
+		}
+		if (g->e[i].type == G_END)
+			break;
+	}
+	free(s.v);
+	if (status < 0)
+		llm_seterr("the grammar nests deeper than %d", MAX_DEPTH);
+	return status;
+}
+
+void
+gstate_free(struct gstate *st)
+{
+	for (int i = 0; i < st->cap; i++)
+		free(st->s[i].v);
+	free(st->s);
+	memset(st, 0, sizeof *st);
+}
+
+void
+gstate_copy(struct gstate *dst, const struct gstate *src)
+{
+	dst->g = src->g;
+	dst->n = 0;
+	for (int i = 0; i < src->n; i++)
+		add_stack(dst, src->s[i].v, src->s[i].n);
+	dst->partial = src->partial, dst->need = src->need, dst->len = src->len;
+}
+
+/* Whether element e matches a code point in [lo, hi]. */
+static int
+matches(const struct grammar *g, const struct gelem *e, uint32_t lo, uint32_t hi)
+{
+	const uint32_t *r = g->ranges + e->a;
+	int i;
+
+	if (e->type == G_CHAR) {
+		for (i = 0; i < e->n; i++)
+			if (r[2 * i] <= hi && lo <= r[2 * i + 1])
+				return 1;
+		return 0;
+	}
+	/* a negated class: some point of [lo, hi] outside all its ranges */
+	for (uint32_t c = lo; ; ) {
+		int in = 0;
+		for (i = 0; i < e->n; i++)
+			if (r[2 * i] <= c && c <= r[2 * i + 1]) {
+				c = r[2 * i + 1] + 1, in = 1;
+				break;
+			}
+		if (!in)
+			return c <= hi;
+		if (c > hi || c == 0)
+			return 0;
+	}
+}
+
+/* Advance every stack whose top matches code point c; 1 if any did. */
+static int
+advance(struct gstate *st, uint32_t c, struct gstate *tmp)
+{
+	const struct grammar *g = st->g;
+	struct gstack s = { 0 };
+
+	tmp->g = g;
+	tmp->n = 0;
+	for (int i = 0; i < st->n; i++) {
+		struct gstack *k = &st->s[i];
+		if (k->n == 0 || !matches(g, &g->e[k->v[k->n - 1]], c, c))
+			continue;
+		s.n = 0;
+		for (int j = 0; j < k->n; j++)
+			stack_push(&s, k->v[j]);
+		s.v[s.n - 1]++;
+		expand(g, &s, tmp);
+	}
+	free(s.v);
+	/* tmp becomes the state: swap the stacks */
+	struct gstack *sv = st->s;
+	int n = st->n, cap = st->cap;
+	st->s = tmp->s, st->n = tmp->n, st->cap = tmp->cap;
+	tmp->s = sv, tmp->n = n, tmp->cap = cap;
+	return st->n > 0;
+}
+
+/* The least code point a UTF-8 character of len bytes may hold: one written longer is refused. */
+static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+
+int
+gstate_accept(struct gstate *st, const char *text, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	struct gstate tmp = { 0 };
+	int alive = 1;
+
+	for (size_t i = 0; i < n && alive; i++) {
+		unsigned b = p[i];
+		if (st->need) {
+			if ((b & 0xc0) != 0x80) {
+				alive = 0;
+				break;
+			}
+			st->partial = st->partial << 6 | (b & 0x3f);
+			if (--st->need == 0)
+				alive = st->partial >= least[st->len] && st->partial <= 0x10ffff &&
+				    (st->partial < 0xd800 || st->partial > 0xdfff) &&
+				    advance(st, st->partial, &tmp);
+			continue;
+		}
+		if (b < 0x80) {
+			alive = advance(st, b, &tmp);
+			continue;
+		}
+		int len = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+		if (!len) {
+			alive = 0;
+			break;
+		}
+		st->partial = b & (0x7f >> len);
+		st->need = len - 1;
+		st->len = len;
+	}
+	/* a character begun: some stack must take one of the points it can still be */
+	if (alive && st->need) {
+		uint32_t lo = st->partial << (6 * st->need), hi = lo | ((1u << (6 * st->need)) - 1);
+		if (lo < least[st->len])
+			lo = least[st->len];
+		if (hi > 0x10ffff)
+			hi = 0x10ffff;
+		alive = 0;
+		for (int i = 0; i < st->n && !alive && lo <= hi; i++)
+			alive = st->s[i].n > 0 && matches(st->g, &st->g->e[st->s[i].v[st->s[i].n - 1]], lo, hi);
+	}
+	gstate_free(&tmp);
+	return alive;
+}
+
+int
+gstate_complete(const struct gstate *st)
+{
+	if (st->need)
+		return 0;
+	for (int i = 0; i < st->n; i++)
+		if (st->s[i].n == 0)
+			return 1;
+	return 0;
+}
+
+int
+gstate_finished(const struct gstate *st)
+{
+	return gstate_complete(st) && st->n == 1;
+}
+
+void
+grammar_mask(const struct gstate *st, const struct tok *t, int first, const int *end, int n_end,
+    unsigned char *allowed)
+{
+	struct gstate s = { 0 };
+	struct buf piece = { 0 };
+	int complete = gstate_complete(st);
+
+	for (int id = 0; id < t->n_vocab; id++) {
+		allowed[id] = 0;
+		if (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)
+			continue;
+		piece.n = 0;
+		tok_text(t, id, first, &piece);
+		if (piece.n == 0)
+			continue;
+		gstate_copy(&s, st);
+		allowed[id] = (unsigned char)gstate_accept(&s, piece.s, piece.n);
+	}
+	for (int i = 0; i < n_end; i++)
+		if (end[i] >= 0 && end[i] < t->n_vocab)
+			allowed[end[i]] = (unsigned char)complete;
+	gstate_free(&s);
+	buf_free(&piece);
+}

@@ -1,0 +1,90 @@
+/*
+ * grammar.h: GBNF grammars (llama.cpp's notation) and the matcher that
+ * constrains generation to them.
+ *
+ * A grammar is rules of alternatives of sequences; a sequence's elements
+ * are characters (a literal's, a class's, any with '.') and references to
+ * rules.  Groups and repetitions are lowered to rules of their own when
+ * parsed, so the matcher knows only those two kinds.  The matcher is a
+ * set of stacks of positions, as a pushdown automaton keeps them: each
+ * stack's top is a character element the next code point may match, and
+ * an empty stack means the text so far is a whole sentence.
+ */
+#ifndef LLM_GRAMMAR_H
+#define LLM_GRAMMAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tok.h"
+
+/* An element of a rule's alternatives, all rules in one array. */
+enum { G_END, G_ALT, G_RULE, G_CHAR, G_CHAR_NOT };
+
+struct gelem {
+	int type;
+	int a, n;		/* G_RULE: the rule in a; G_CHAR*: ranges[a .. a + n) */
+};
+
+struct grammar {
+	struct gelem *e;	/* every rule's elements: alternatives split by G_ALT, G_END last */
+	int n_e, cap_e;
+	uint32_t *ranges;	/* lo, hi pairs of code points, inclusive */
+	int n_r, cap_r;
+	int *start;		/* each rule's first element */
+	char **name;		/* each rule's name ("root", or made for a group: "x_1") */
+	int n_rules, cap_rules;
+	int root;
+};
+
+/*
+ * Parse GBNF text; rule root is where it starts.  0, or -1 with llm_err()
+ * saying "LINE:COL: what is wrong", or what is wrong with the whole: an
+ * undefined rule (named, with where it is used), no root, left recursion
+ * (which the matcher could never get past), a language with no sentence.
+ */
+int grammar_parse(struct grammar *g, const char *text, size_t n);
+void grammar_free(struct grammar *g);
+
+/* A matcher's state: the stacks, and a UTF-8 character begun in one token and ended in the next. */
+struct gstack {
+	int *v, n, cap;
+};
+
+struct gstate {
+	const struct grammar *g;
+	struct gstack *s;
+	int n, cap;
+	uint32_t partial;	/* the bits of the character begun */
+	int need;		/* its continuation bytes still to come; 0: none */
+	int len;		/* its length in bytes */
+};
+
+/* The state before any text. 0, or -1 (llm_err) if the grammar is too deep. */
+int gstate_init(struct gstate *st, const struct grammar *g);
+void gstate_free(struct gstate *st);
+void gstate_copy(struct gstate *dst, const struct gstate *src);
+
+/*
+ * Take the bytes s[0..n) (UTF-8; a character may stop at the end and go
+ * on in the next call): 1 if the text so far is still the start of a
+ * sentence, with st advanced; 0 if not, and st is then undefined.
+ */
+int gstate_accept(struct gstate *st, const char *s, size_t n);
+
+/* Whether the text so far is a whole sentence. */
+int gstate_complete(const struct gstate *st);
+/* Whether it is, and no more text can follow (the generation is over). */
+int gstate_finished(const struct gstate *st);
+
+/*
+ * The tokens that may come next: allowed[id] = 1 if its text (tok_text;
+ * first: it would be the first text of the stream) keeps the text the
+ * start of a sentence; the n_end ids in end (end of sequence, of turn)
+ * only when the text is a whole sentence; control and unknown tokens,
+ * and tokens with no text, never.
+ */
+void grammar_mask(const struct gstate *st, const struct tok *t, int first, const int *end,
+    int n_end, unsigned char *allowed);
+
+#endif
