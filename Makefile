@@ -26,7 +26,7 @@ MKSRC = tools/ggufw.c tools/fixture.c
 MKOBJ = $(MKSRC:.c=.o)
 MKMODEL = tools/mkmodel
 
-TESTBIN = tests/test_kv tests/test_gguf tests/test_model tests/test_tok \
+TESTBIN = tests/test_kv tests/test_gguf tests/test_model tests/test_tok tests/test_grammar \
 	tests/test_snapshot tests/test_quant
 BENCHBIN = bench/membw bench/fmapeak
 
@@ -83,6 +83,7 @@ tests/test_kv: tests/test_kv.o
 tests/test_gguf: tests/test_gguf.o
 tests/test_model: tests/test_model.o
 tests/test_tok: tests/test_tok.o
+tests/test_grammar: tests/test_grammar.o
 tests/test_snapshot: tests/test_snapshot.o
 tests/test_quant: tests/test_quant.o
 

@@ -464,13 +464,13 @@ write_held(struct held *h, size_t upto)
  * -inf; 0, or -1 (the run's msg set) when it allows none.
  */
 static int
-constrain(struct run *r, struct gstate *gs, const struct tok *t, int first, float *logits)
+constrain(struct run *r, struct gstate *gs, struct gmask *gm, int first, float *logits)
 {
 	const struct model_config *c = &r->m.c;
 	int end[3] = { c->eos_id, c->eot_id, c->eom_id }, any = 0;
 	unsigned char *allowed = xmalloc((size_t)c->vocab_size);
 
-	grammar_mask(gs, t, first, end, 3, allowed);
+	gmask_compute(gm, gs, first, end, 3, allowed);
 	for (int id = 0; id < c->vocab_size; id++) {
 		if (!allowed[id])
 			logits[id] = -INFINITY;
@@ -485,7 +485,7 @@ constrain(struct run *r, struct gstate *gs, const struct tok *t, int first, floa
 
 static enum end
 generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int ignore_eos,
-    struct stop *st, struct gstate *gs, const struct tok *t)
+    struct stop *st, struct gstate *gs, struct gmask *gm)
 {
 	struct held h = { { 0 }, 0 };
 	enum end end = END_DONE;
@@ -497,7 +497,7 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 			end = END_SIGNAL;
 			break;
 		}
-		if (gs && constrain(r, gs, t, first, logits) < 0) {
+		if (gs && constrain(r, gs, gm, first, logits) < 0) {
 			end = END_FAIL;
 			break;
 		}
@@ -510,7 +510,7 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 		if (gs) {
 			/* the mask allowed it: the state takes its text */
 			text.n = 0;
-			tok_text(t, next, first, &text);
+			tok_text(gm->t, next, first, &text);
 			gstate_accept(gs, text.s, text.n);
 			first &= text.n == 0;
 		}
@@ -1003,6 +1003,7 @@ main(int argc, char *argv[])
 	struct stop stop;
 	struct grammar gram;
 	struct gstate gstate;
+	struct gmask gmask;
 	const char *grammar = NULL, *grammar_file = NULL;
 	struct buf gtext = { 0 };
 	int n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
@@ -1141,6 +1142,8 @@ main(int argc, char *argv[])
 		die(1, "%s: %s: %s", r.model_path, n_stops ? "--stop" : "--grammar", llm_err());
 	if (grammar && gstate_init(&gstate, &gram) < 0)
 		die(2, "--grammar: %s", llm_err());
+	if (grammar)
+		gmask_init(&gmask, &tok);
 	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
 	model_run_init(&r.run, &r.m, r.pool);
@@ -1217,7 +1220,7 @@ main(int argc, char *argv[])
 			if (n_stops)
 				stop_init(&stop, &tok, stops, n_stops);
 			end = generate(&r, &smp, logits, n_predict, ignore_eos, n_stops ? &stop : NULL,
-			    grammar ? &gstate : NULL, &tok);
+			    grammar ? &gstate : NULL, &gmask);
 			sampler_free(&smp);
 			if (n_stops)
 				stop_free(&stop);
@@ -1226,6 +1229,7 @@ main(int argc, char *argv[])
 			tok_free(&tok);
 	}
 	if (grammar) {
+		gmask_free(&gmask);
 		gstate_free(&gstate);
 		grammar_free(&gram);
 	}

@@ -822,12 +822,12 @@ matches(const struct grammar *g, const struct gelem *e, uint32_t lo, uint32_t hi
 	}
 }
 
-/* Advance every stack whose top matches code point c; 1 if any did. */
+/* Advance every stack whose top matches code point c; 1 if any did.  tmp and s are scratch. */
 static int
-advance(struct gstate *st, uint32_t c, struct gstate *tmp)
+advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratch)
 {
 	const struct grammar *g = st->g;
-	struct gstack s = { 0 };
+	struct gstack s = *scratch;
 
 	tmp->g = g;
 	tmp->n = 0;
@@ -841,7 +841,7 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp)
 		s.v[s.n - 1]++;
 		expand(g, &s, tmp);
 	}
-	free(s.v);
+	*scratch = s;
 	/* tmp becomes the state: swap the stacks */
 	struct gstack *sv = st->s;
 	int n = st->n, cap = st->cap;
@@ -853,11 +853,10 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp)
 /* The least code point a UTF-8 character of len bytes may hold: one written longer is refused. */
 static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
 
-int
-gstate_accept(struct gstate *st, const char *text, size_t n)
+static int
+accept_bytes(struct gstate *st, const char *text, size_t n, struct gstate *tmp, struct gstack *scratch)
 {
 	const unsigned char *p = (const unsigned char *)text;
-	struct gstate tmp = { 0 };
 	int alive = 1;
 
 	for (size_t i = 0; i < n && alive; i++) {
@@ -871,11 +870,11 @@ gstate_accept(struct gstate *st, const char *text, size_t n)
 			if (--st->need == 0)
 				alive = st->partial >= least[st->len] && st->partial <= 0x10ffff &&
 				    (st->partial < 0xd800 || st->partial > 0xdfff) &&
-				    advance(st, st->partial, &tmp);
+				    advance(st, st->partial, tmp, scratch);
 			continue;
 		}
 		if (b < 0x80) {
-			alive = advance(st, b, &tmp);
+			alive = advance(st, b, tmp, scratch);
 			continue;
 		}
 		int len = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
@@ -898,7 +897,18 @@ gstate_accept(struct gstate *st, const char *text, size_t n)
 		for (int i = 0; i < st->n && !alive && lo <= hi; i++)
 			alive = st->s[i].n > 0 && matches(st->g, &st->g->e[st->s[i].v[st->s[i].n - 1]], lo, hi);
 	}
+	return alive;
+}
+
+int
+gstate_accept(struct gstate *st, const char *text, size_t n)
+{
+	struct gstate tmp = { 0 };
+	struct gstack scratch = { 0 };
+	int alive = accept_bytes(st, text, n, &tmp, &scratch);
+
 	gstate_free(&tmp);
+	free(scratch.v);
 	return alive;
 }
 
@@ -919,28 +929,193 @@ gstate_finished(const struct gstate *st)
 	return gstate_complete(st) && st->n == 1;
 }
 
-void
-grammar_mask(const struct gstate *st, const struct tok *t, int first, const int *end, int n_end,
-    unsigned char *allowed)
-{
-	struct gstate s = { 0 };
-	struct buf piece = { 0 };
-	int complete = gstate_complete(st);
+/* ---- masks ---- */
 
+/* The vocabulary's texts in byte order, each with its common prefix with the one before. */
+static int
+text_cmp(const void *a, const void *b, void *arg)
+{
+	const struct gmask *m = arg;
+	int x = *(const int *)a, y = *(const int *)b;
+	size_t n = m->len[x] < m->len[y] ? m->len[x] : m->len[y];
+	int c = memcmp(m->text[x], m->text[y], n);
+
+	return c ? c : m->len[x] < m->len[y] ? -1 : m->len[x] > m->len[y];
+}
+
+/* qsort without qsort_r: the comparison's context in a static, set for the call */
+static struct gmask *sorting;
+
+static int
+text_cmp_static(const void *a, const void *b)
+{
+	return text_cmp(a, b, sorting);
+}
+
+void
+gmask_init(struct gmask *m, const struct tok *t)
+{
+	struct buf piece = { 0 };
+
+	memset(m, 0, sizeof *m);
+	m->t = t;
+	m->text = xcalloc((size_t)t->n_vocab, sizeof *m->text);
+	m->len = xcalloc((size_t)t->n_vocab, sizeof *m->len);
+	m->order = xmalloc((size_t)t->n_vocab * sizeof *m->order);
+	m->lcp = xmalloc((size_t)t->n_vocab * sizeof *m->lcp);
 	for (int id = 0; id < t->n_vocab; id++) {
-		allowed[id] = 0;
 		if (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)
 			continue;
 		piece.n = 0;
-		tok_text(t, id, first, &piece);
+		tok_text(t, id, 0, &piece);
 		if (piece.n == 0)
 			continue;
-		gstate_copy(&s, st);
-		allowed[id] = (unsigned char)gstate_accept(&s, piece.s, piece.n);
+		m->text[id] = memcpy(xmalloc(piece.n), piece.s, piece.n);
+		m->len[id] = piece.n;
+		if (piece.n > m->max_len)
+			m->max_len = piece.n;
+		m->order[m->n++] = id;
 	}
-	for (int i = 0; i < n_end; i++)
+	buf_free(&piece);
+	sorting = m;
+	qsort(m->order, (size_t)m->n, sizeof *m->order, text_cmp_static);
+	sorting = NULL;
+	for (int i = 0; i < m->n; i++) {
+		size_t k = 0;
+		if (i > 0) {
+			int a = m->order[i - 1], b = m->order[i];
+			while (k < m->len[a] && k < m->len[b] && m->text[a][k] == m->text[b][k])
+				k++;
+		}
+		m->lcp[i] = (int)k;
+	}
+	m->lv = xcalloc(m->max_len + 1, sizeof *m->lv);
+	m->mask_bytes = ((size_t)t->n_vocab + 7) / 8;
+}
+
+void
+gmask_free(struct gmask *m)
+{
+	for (int id = 0; id < m->t->n_vocab; id++)
+		free(m->text[id]);
+	for (size_t i = 0; i <= m->max_len && m->lv; i++)
+		gstate_free(&m->lv[i]);
+	for (int i = 0; i < m->n_cache; i++)
+		free(m->cache[i].key), free(m->cache[i].mask);
+	gstate_free(&m->tmp);
+	free(m->scratch.v);
+	free(m->cache), free(m->text), free(m->len), free(m->order), free(m->lcp), free(m->lv);
+	free(m->key.v);
+	memset(m, 0, sizeof *m);
+}
+
+/* The state as a key: its stacks in order, each with its length, then the character begun. */
+static uint64_t
+state_key(const struct gstate *st, struct gstack *key)
+{
+	uint64_t h = 1469598103934665603u;
+
+	key->n = 0;
+	for (int i = 0; i < st->n; i++) {
+		stack_push(key, st->s[i].n);
+		for (int j = 0; j < st->s[i].n; j++)
+			stack_push(key, st->s[i].v[j]);
+	}
+	stack_push(key, (int)st->partial);
+	stack_push(key, st->need);
+	stack_push(key, st->len);
+	for (int i = 0; i < key->n; i++)
+		h = (h ^ (uint32_t)key->v[i]) * 1099511628211u;
+	return h;
+}
+
+/*
+ * The tokens st allows, by the vocabulary in byte order: a token shares
+ * with the one before it a prefix whose states are known, so each byte
+ * of the prefix tree is taken once, and a prefix no sentence begins with
+ * rules out every token that begins with it.
+ */
+static void
+walk(struct gmask *m, const struct gstate *st, unsigned char *bits)
+{
+	size_t dead = SIZE_MAX;		/* the last text's prefix this long begins no sentence */
+
+	memset(bits, 0, m->mask_bytes);
+	gstate_copy(&m->lv[0], st);
+	for (int i = 0; i < m->n; i++) {
+		int id = m->order[i];
+		size_t c = (size_t)m->lcp[i], k;
+		const char *t = m->text[id];
+		if (dead <= c)
+			continue;	/* it begins with the dead prefix */
+		/* lv[0..c] hold the states after the prefix it shares with the last (alive up to c) */
+		dead = SIZE_MAX;
+		for (k = c; k < m->len[id]; k++) {
+			gstate_copy(&m->lv[k + 1], &m->lv[k]);
+			if (!accept_bytes(&m->lv[k + 1], t + k, 1, &m->tmp, &m->scratch)) {
+				dead = k + 1;
+				break;
+			}
+		}
+		if (dead == SIZE_MAX)
+			bits[id / 8] |= (unsigned char)(1u << (id % 8));
+	}
+}
+
+void
+gmask_compute(struct gmask *m, const struct gstate *st, int first, const int *end, int n_end,
+    unsigned char *allowed)
+{
+	const struct tok *t = m->t;
+	unsigned char *bits = NULL;
+	int complete = gstate_complete(st), i;
+
+	if (first && t->model == TOK_SPM && t->add_space_prefix) {
+		/* the first text loses its leading space: each token on its own */
+		struct gstate s = { 0 };
+		struct buf piece = { 0 };
+		for (int id = 0; id < t->n_vocab; id++) {
+			allowed[id] = 0;
+			if (!m->text[id])
+				continue;
+			piece.n = 0;
+			tok_text(t, id, 1, &piece);
+			gstate_copy(&s, st);
+			allowed[id] = piece.n > 0 && accept_bytes(&s, piece.s, piece.n, &m->tmp, &m->scratch);
+		}
+		gstate_free(&s);
+		buf_free(&piece);
+	} else {
+		uint64_t h = state_key(st, &m->key);
+		for (i = 0; i < m->n_cache; i++)
+			if (m->cache[i].hash == h && m->cache[i].n == m->key.n &&
+			    memcmp(m->cache[i].key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0)
+				break;
+		if (i < m->n_cache) {
+			bits = m->cache[i].mask;
+			m->hits++;
+		} else {
+			if (m->n_cache == GMASK_CACHE) {	/* full: start again */
+				for (i = 0; i < m->n_cache; i++)
+					free(m->cache[i].key), free(m->cache[i].mask);
+				m->n_cache = 0;
+			}
+			if (!m->cache)
+				m->cache = xcalloc(GMASK_CACHE, sizeof *m->cache);
+			struct gmask_entry *e = &m->cache[m->n_cache++];
+			e->hash = h;
+			e->n = m->key.n;
+			e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
+			    (size_t)m->key.n * sizeof *e->key);
+			e->mask = xmalloc(m->mask_bytes);
+			walk(m, st, e->mask);
+			bits = e->mask;
+			m->misses++;
+		}
+		for (int id = 0; id < t->n_vocab; id++)
+			allowed[id] = (bits[id / 8] >> (id % 8)) & 1;
+	}
+	for (i = 0; i < n_end; i++)
 		if (end[i] >= 0 && end[i] < t->n_vocab)
 			allowed[end[i]] = (unsigned char)complete;
-	gstate_free(&s);
-	buf_free(&piece);
 }

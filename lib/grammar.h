@@ -78,13 +78,42 @@ int gstate_complete(const struct gstate *st);
 int gstate_finished(const struct gstate *st);
 
 /*
- * The tokens that may come next: allowed[id] = 1 if its text (tok_text;
- * first: it would be the first text of the stream) keeps the text the
- * start of a sentence; the n_end ids in end (end of sequence, of turn)
- * only when the text is a whole sentence; control and unknown tokens,
- * and tokens with no text, never.
+ * The tokens that may come next, for a vocabulary: the texts sorted once,
+ * and the masks of the states met kept (up to GMASK_CACHE of them), so a
+ * state met again costs a lookup.
  */
-void grammar_mask(const struct gstate *st, const struct tok *t, int first, const int *end,
+#define GMASK_CACHE 512
+
+struct gmask_entry {
+	uint64_t hash;
+	int *key, n;
+	unsigned char *mask;	/* a bit a token */
+};
+
+struct gmask {
+	const struct tok *t;
+	char **text;		/* each token's text (tok_text, not first); NULL: none */
+	size_t *len, max_len;
+	int *order, *lcp, n;	/* the tokens with text in byte order, each's common prefix with the one before */
+	struct gstate *lv, tmp;	/* the states along the walk, and scratch */
+	struct gstack scratch, key;
+	struct gmask_entry *cache;
+	int n_cache;
+	size_t mask_bytes;
+	long hits, misses;
+};
+
+void gmask_init(struct gmask *m, const struct tok *t);
+void gmask_free(struct gmask *m);
+
+/*
+ * allowed[id] = 1 if token id's text (tok_text; first: it would be the
+ * first text of the stream) keeps the text the start of a sentence; the
+ * n_end ids in end (end of sequence, of turn) only when the text is a
+ * whole sentence; control and unknown tokens, and tokens with no text,
+ * never.
+ */
+void gmask_compute(struct gmask *m, const struct gstate *st, int first, const int *end,
     int n_end, unsigned char *allowed);
 
 #endif

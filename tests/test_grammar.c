@@ -1,0 +1,180 @@
+/*
+ * test_grammar: the matcher on strings, and the masks of the sorted walk
+ * and its cache against each token tried alone.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../lib/gguf.h"
+#include "../lib/grammar.h"
+#include "../lib/tok.h"
+#include "../lib/util.h"
+#include "check.h"
+#include "../tools/fixture.h"
+
+static char path[300];
+
+/* Whether s is a sentence (2), the start of one (1) or neither (0). */
+static int
+match(const char *gbnf, const char *s)
+{
+	struct grammar g;
+	struct gstate st;
+	int r;
+
+	if (grammar_parse(&g, gbnf, strlen(gbnf)) < 0 || gstate_init(&st, &g) < 0) {
+		fprintf(stderr, "  %s: %s\n", gbnf, llm_err());
+		return -1;
+	}
+	r = gstate_accept(&st, s, strlen(s)) ? 1 + gstate_complete(&st) : 0;
+	gstate_free(&st);
+	grammar_free(&g);
+	return r;
+}
+
+static void
+strings_match_their_grammars(void)
+{
+	static const struct { const char *g, *s; int want; } cases[] = {
+		{ "root ::= \"ab\" | \"ac\"", "ab", 2 },
+		{ "root ::= \"ab\" | \"ac\"", "a", 1 },
+		{ "root ::= \"ab\" | \"ac\"", "ad", 0 },
+		{ "root ::= \"ab\" | \"ac\"", "abc", 0 },
+		{ "root ::= [a-c]+", "abcab", 2 },
+		{ "root ::= [a-c]+", "", 1 },
+		{ "root ::= [a-c]*", "", 2 },
+		{ "root ::= [^a-c]", "d", 2 },
+		{ "root ::= [^a-c]", "b", 0 },
+		{ "root ::= \"x\"{2,3}", "x", 1 },
+		{ "root ::= \"x\"{2,3}", "xx", 2 },
+		{ "root ::= \"x\"{2,3}", "xxx", 2 },
+		{ "root ::= \"x\"{2,3}", "xxxx", 0 },
+		{ "root ::= \"x\"{2,}", "xxxxxxx", 2 },
+		{ "root ::= (\"ab\" [0-9])? \"!\"", "!", 2 },
+		{ "root ::= (\"ab\" [0-9])? \"!\"", "ab7!", 2 },
+		{ "root ::= (\"ab\" [0-9])? \"!\"", "ab!", 0 },
+		{ "root ::= . \"\\n\"", "\xc3\xa9\n", 2 },
+		{ "root ::= \"\\u00e9\"", "\xc3", 1 },		/* a character begun */
+		{ "root ::= \"\\u00e9\"", "\xc3\xa8", 0 },
+		{ "root ::= \"\\u00e9\"", "\xc4", 0 },		/* it cannot become é */
+		{ "root ::= [\\x00-\\x7f]", "\xc2", 0 },
+		{ "root ::= .", "\xf0\x80", 0 },		/* overlong */
+		{ "root ::= .", "\xed\xa0\x80", 0 },		/* a surrogate */
+		{ "root ::= .", "\x80", 0 },
+		{ "root ::= a b\na ::= \"x\" | \"\"\nb ::= \"y\"", "y", 2 },
+		{ "root ::= \"[\" (v (\",\" v)*)? \"]\"\nv ::= [0-9]+ | root", "[1,[2,[]],33]", 2 },
+		{ "root ::= \"[\" (v (\",\" v)*)? \"]\"\nv ::= [0-9]+ | root", "[1,[2,[]],33", 1 },
+		{ "root ::= \"[\" (v (\",\" v)*)? \"]\"\nv ::= [0-9]+ | root", "[1,]", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int r = match(cases[i].g, cases[i].s);
+		CHECK(r == cases[i].want, "%s on '%s': %d, not %d", cases[i].g, cases[i].s, r,
+		    cases[i].want);
+	}
+}
+
+static uint64_t rng = 88172645463325252u;
+
+static uint64_t
+next(void)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return rng;
+}
+
+/*
+ * Along random paths through each grammar, the mask (the sorted walk,
+ * its cache) is what taking each token's text alone gives.
+ */
+static void
+masks_are_each_token_tried_alone(void)
+{
+	static const char *const gbnfs[] = {
+		"root ::= \"{\" ws \"\\\"k\\\":\" ws v (\",\" ws v)* ws \"}\"\n"
+		    "v ::= [0-9]+ | \"\\\"\" [^\"\\\\]* \"\\\"\" | \"true\"\nws ::= [ \\t\\n]*",
+		"root ::= [a-z ]{1,40} \".\"",
+		"root ::= (\"the\" | \"a\" | \"an\") \" \" [a-z]+ (\" \" [a-z]+)*",
+		"root ::= .*",
+	};
+	struct fixture f;
+	struct gguf gf;
+	struct tok t;
+	struct gmask gm;
+	unsigned char *a, *b;
+	struct buf piece = { 0 };
+	int end[1];
+
+	fixture_tiny(&f, GGML_F32);
+	f.vocab = 2048;
+	CHECK(fixture_write(&f, path) == 0, "write %s", path);
+	CHECK(gguf_open(&gf, path) == 0 && tok_load(&t, &gf) == 0, "%s", llm_err());
+	if (check_failed)
+		return;
+	end[0] = t.eos;
+	gmask_init(&gm, &t);
+	a = xmalloc((size_t)t.n_vocab);
+	b = xmalloc((size_t)t.n_vocab);
+	for (size_t k = 0; k < sizeof gbnfs / sizeof gbnfs[0]; k++) {
+		struct grammar g;
+		struct gstate st, s = { 0 };
+		CHECK(grammar_parse(&g, gbnfs[k], strlen(gbnfs[k])) == 0, "%s", llm_err());
+		if (check_failed)
+			break;
+		gstate_init(&st, &g);
+		for (int step = 0; step < 40; step++) {
+			int first = step == 0, n_ok = 0, bad = 0;
+			gmask_compute(&gm, &st, first, end, 1, a);
+			for (int id = 0; id < t.n_vocab; id++) {
+				b[id] = 0;
+				if (id == t.eos) {
+					b[id] = (unsigned char)gstate_complete(&st);
+					continue;
+				}
+				if (t.type[id] == TT_CONTROL || t.type[id] == TT_UNKNOWN)
+					continue;
+				piece.n = 0;
+				tok_text(&t, id, first, &piece);
+				gstate_copy(&s, &st);
+				b[id] = piece.n > 0 && gstate_accept(&s, piece.s, piece.n);
+			}
+			for (int id = 0; id < t.n_vocab; id++) {
+				bad += a[id] != b[id];
+				n_ok += b[id] && id != t.eos;
+			}
+			CHECK(bad == 0, "grammar %zu, step %d: %d tokens differ", k, step, bad);
+			if (bad || n_ok == 0)
+				break;
+			/* on along a random allowed token */
+			int pick = (int)(next() % (uint64_t)n_ok), id;
+			for (id = 0; id < t.n_vocab; id++)
+				if (b[id] && id != t.eos && pick-- == 0)
+					break;
+			piece.n = 0;
+			tok_text(&t, id, first, &piece);
+			CHECK(gstate_accept(&st, piece.s, piece.n), "the allowed token %d", id);
+		}
+		gstate_free(&s);
+		gstate_free(&st);
+		grammar_free(&g);
+	}
+	CHECK(gm.hits + gm.misses > 0, "no masks");
+	free(a), free(b);
+	buf_free(&piece);
+	gmask_free(&gm);
+	tok_free(&t);
+	gguf_close(&gf);
+}
+
+int
+main(void)
+{
+	const char *tmp = getenv("LLM_TEST_TMP") ? getenv("LLM_TEST_TMP") : "tests/tmp";
+
+	mkdir(tmp, 0777);
+	snprintf(path, sizeof path, "%s/grammar.gguf", tmp);
+	TEST(strings_match_their_grammars);
+	TEST(masks_are_each_token_tried_alone);
+	CHECK_EXIT();
+}
