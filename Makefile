@@ -33,10 +33,10 @@ BENCHBIN = bench/membw bench/fmapeak
 # Fuzz targets: each is a libFuzzer program under make fuzz, and a replay
 # program that make check runs over the regression corpus.
 FUZZOBJ = tests/fuzz/fuzz_gguf.o tests/fuzz/fuzz_snapshot.o tests/fuzz/fuzz_tokstream.o \
-	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o tests/fuzz/fuzz_chat.o
+	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o tests/fuzz/fuzz_chat.o tests/fuzz/fuzz_grammar.o
 FUZZLIBOBJ = tests/fuzz/replay.o tests/fuzz/fuzz_common.o
 REPLAYBIN = tests/fuzz/replay-gguf tests/fuzz/replay-snapshot tests/fuzz/replay-tokstream \
-	tests/fuzz/replay-tok tests/fuzz/replay-kvsel tests/fuzz/replay-chat
+	tests/fuzz/replay-tok tests/fuzz/replay-kvsel tests/fuzz/replay-chat tests/fuzz/replay-grammar
 FUZZ_SECONDS = 60
 
 all: $(LIB) $(BIN) $(MKMODEL)
@@ -100,6 +100,8 @@ tests/fuzz/replay-kvsel: tests/fuzz/fuzz_kvsel.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_kvsel.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-chat: tests/fuzz/fuzz_chat.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_chat.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-grammar: tests/fuzz/fuzz_grammar.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_grammar.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 

@@ -7,7 +7,8 @@
 #include "util.h"
 
 #define MAX_REPEAT 1000		/* {m,n}: a bound past this is refused, not expanded */
-#define MAX_DEPTH 4096		/* a stack this deep is a grammar the matcher refuses */
+#define MAX_DEPTH 4096		/* a stack this deep, or expansions nested so, the matcher refuses */
+#define MAX_ELEMS (1 << 22)	/* elements once repetitions are expanded */
 
 /* ---- building ---- */
 
@@ -245,6 +246,11 @@ repeat(struct parser *ps, int rule, struct body *b, int from, int min, int max)
 	int n = b->n - from, i, k, r;
 	struct gelem x[64];
 
+	if ((long)b->n + (long)(n < 64 ? n : 1) * (min + (max > min ? 2 * (max - min) : 1)) +
+	    (long)g->n_e > MAX_ELEMS) {
+		perr(ps, ps->p, "the grammar is too large once its repetitions are expanded");
+		return;
+	}
 	if (n > 64) {	/* a long literal: as a rule of its own */
 		struct body sub = { 0 };
 		r = new_rule(g, rule);
@@ -526,12 +532,16 @@ productive_rules(const struct grammar *g, unsigned char *prod)
  * gives.  Depth-first over those edges; -1 with the rule named.
  */
 static int
-left_visit(const struct grammar *g, const unsigned char *null, unsigned char *mark, int r)
+left_visit(const struct grammar *g, const unsigned char *null, unsigned char *mark, int r, int depth)
 {
 	int i, lead = 1;
 
 	if (mark[r] == 2)
 		return 0;
+	if (depth > MAX_DEPTH) {
+		llm_seterr("the grammar nests deeper than %d", MAX_DEPTH);
+		return -1;
+	}
 	if (mark[r] == 1) {
 		const char *tilde = strchr(g->name[r], '~');
 		if (tilde)	/* a rule made for a group or repetition: name the rule it is in */
@@ -552,7 +562,7 @@ left_visit(const struct grammar *g, const unsigned char *null, unsigned char *ma
 		}
 		if (e->type == G_END)
 			break;
-		if (lead && e->type == G_RULE && left_visit(g, null, mark, e->a) < 0)
+		if (lead && e->type == G_RULE && left_visit(g, null, mark, e->a, depth + 1) < 0)
 			return -1;
 		if (e->type != G_RULE || !null[e->a])
 			lead = 0;
@@ -585,7 +595,7 @@ check(struct grammar *g, const char *text)
 	mark = xcalloc((size_t)g->n_rules, 1);
 	nullable_rules(g, null);
 	for (r = 0; r < g->n_rules && status == 0; r++)
-		status = left_visit(g, null, mark, r);
+		status = left_visit(g, null, mark, r, 0);
 	if (status == 0) {
 		productive_rules(g, mark);
 		if (!mark[g->root]) {
@@ -684,7 +694,7 @@ static void
 add_stack(struct gstate *st, const int *v, int n)
 {
 	for (int i = 0; i < st->n; i++)
-		if (st->s[i].n == n && memcmp(st->s[i].v, v, (size_t)n * sizeof *v) == 0)
+		if (st->s[i].n == n && (n == 0 || memcmp(st->s[i].v, v, (size_t)n * sizeof *v) == 0))
 			return;
 	if (st->n == st->cap) {
 		st->cap = st->cap ? 2 * st->cap : 8;
@@ -704,7 +714,7 @@ add_stack(struct gstate *st, const int *v, int n)
  * caller's scratch, left as it came.  -1 if it grows past MAX_DEPTH.
  */
 static int
-expand(const struct grammar *g, struct gstack *s, struct gstate *out)
+expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth)
 {
 	int top, saved, status = 0;
 
@@ -712,14 +722,14 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out)
 		add_stack(out, NULL, 0);
 		return 0;
 	}
-	if (s->n > MAX_DEPTH)
+	if (s->n > MAX_DEPTH || depth > MAX_DEPTH)
 		return -1;
 	top = s->v[s->n - 1];
 	switch (g->e[top].type) {
 	case G_END:
 	case G_ALT:
 		s->n--;
-		status = expand(g, s, out);
+		status = expand(g, s, out, depth + 1);
 		stack_push(s, top);
 		return status;
 	case G_CHAR:
@@ -737,7 +747,7 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out)
 	for (int i = g->start[rule]; status == 0; i++) {
 		if (i == g->start[rule] || g->e[i - 1].type == G_ALT) {
 			stack_push(s, i);
-			status = expand(g, s, out);
+			status = expand(g, s, out, depth + 1);
 			s->n = saved;
 		}
 		if (g->e[i].type == G_END)
@@ -764,7 +774,7 @@ gstate_init(struct gstate *st, const struct grammar *g)
 		if (i == g->start[g->root] || g->e[i - 1].type == G_ALT) {
 			s.n = 0;
 			stack_push(&s, i);
-			status = expand(g, &s, st);
+			status = expand(g, &s, st, 0);
 		}
 		if (g->e[i].type == G_END)
 			break;
@@ -798,7 +808,7 @@ gstate_copy(struct gstate *dst, const struct gstate *src)
 static int
 matches(const struct grammar *g, const struct gelem *e, uint32_t lo, uint32_t hi)
 {
-	const uint32_t *r = g->ranges + e->a;
+	const uint32_t *r = e->n ? g->ranges + e->a : NULL;
 	int i;
 
 	if (e->type == G_CHAR) {
@@ -839,7 +849,8 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratc
 		for (int j = 0; j < k->n; j++)
 			stack_push(&s, k->v[j]);
 		s.v[s.n - 1]++;
-		expand(g, &s, tmp);
+		/* a stack that would grow past MAX_DEPTH is dropped: that way is not taken */
+		expand(g, &s, tmp, 0);
 	}
 	*scratch = s;
 	/* tmp becomes the state: swap the stacks */

@@ -24,6 +24,7 @@ tokstream_inputs_replay_cleanly() { replay tokstream; }
 tokenizer_inputs_replay_cleanly() { replay tok; }
 kvdump_selections_replay_cleanly() { replay kvsel; }
 chat_inputs_replay_cleanly() { replay chat; }
+grammars_replay_cleanly() { replay grammar; }
 
 t gguf_inputs_replay_cleanly
 t snapshot_inputs_replay_cleanly
@@ -31,3 +32,4 @@ t tokstream_inputs_replay_cleanly
 t tokenizer_inputs_replay_cleanly
 t kvdump_selections_replay_cleanly
 t chat_inputs_replay_cleanly
+t grammars_replay_cleanly

@@ -141,6 +141,15 @@ main(int argc, char *argv[])
 		"robot\tx\n", "user x\n", "user\t\\q\n", "assistant\t\n\nsystem\t\xff\xfe\n" };
 	static const char *selections[] = { "\n\n\n", "0\n0\n0", "1\n1\n2-9", "2\n\n0-69",
 		"\n4\n", "0\n\n1-0", "5\n\n", "\n\n99999999999" };
+	/* grammars, a NUL, then a text to match */
+	static const char *grammars[] = {
+		"root ::= (\"yes\" | \"no\") \".\"\0yes.",
+		"root ::= [0-9]{3} \"-\" [0-9]{2,4}\000123-45",
+		"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= str \":\" ws [0-9]+\n"
+		    "str ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]* # json-ish\0{\"a\": 1}",
+		"root ::= . [^a-z] \"\\u00e9\" \"\\x41\"?\0x1\xc3\xa9" "A",
+		"root ::= a\na ::= \"x\" a | \"\"\0xxx",
+		"root ::= root \"a\"\0a", "root ::= ( \"a\" \0a", "x ::= y\0" };
 	char buf[256], name[32];
 	size_t i;
 	int v;
@@ -152,7 +161,7 @@ main(int argc, char *argv[])
 	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
 		die(1, "%s:", dir);
 	subdir("gguf"), subdir("snapshot"), subdir("tokstream"), subdir("tok"), subdir("kvsel");
-	subdir("chat");
+	subdir("chat"), subdir("grammar");
 	models();
 	snapshots();
 	for (i = 0; i < sizeof streams / sizeof streams[0]; i++) {
@@ -174,6 +183,12 @@ main(int argc, char *argv[])
 			snprintf(name, sizeof name, "%d-%zu", v, i);
 			seed("chat", name, buf, strlen(convs[i]) + 1);
 		}
+	for (i = 0; i < sizeof grammars / sizeof grammars[0]; i++) {
+		const char *z = grammars[i];
+		size_t n = strlen(z) + 1 + strlen(z + strlen(z) + 1);
+		snprintf(name, sizeof name, "%zu", i);
+		seed("grammar", name, z, n);
+	}
 	for (v = 0; v < 12; v++)
 		for (i = 0; i < sizeof selections / sizeof selections[0]; i++) {
 			buf[0] = (char)v;
