@@ -269,9 +269,53 @@ run_prompt(struct run *r, const int *ids, int from, int to, float **logits)
 	return END_DONE;
 }
 
+/*
+ * --score --grammar: how the stream stands with the grammar, for the last
+ * line and the exit status.
+ */
+enum { GRAMMAR_WHOLE, GRAMMAR_START, GRAMMAR_LEFT };
+
+struct scoring {
+	struct gstate *gs;	/* NULL: no grammar */
+	struct gmask *gm;
+	unsigned char *allowed;
+	long left_at;		/* the token the grammar refused, or -1 */
+};
+
+/*
+ * Token id's log-probability from its logits row, under the grammar if
+ * there is one: the row masked first, the state on past the token; a
+ * token it refuses is -inf, and so is every one after it.
+ */
+static double
+score_token(struct run *r, struct scoring *sc, float *row, int id, long at)
+{
+	const struct model_config *c = &r->m.c;
+	int end[3] = { c->eos_id, c->eot_id, c->eom_id };
+	struct buf text = { 0 };
+
+	if (!sc->gs)
+		return log_prob(row, c->vocab_size, id);
+	if (sc->left_at >= 0)
+		return -INFINITY;
+	gmask_compute(sc->gm, sc->gs, end, 3, sc->allowed);
+	if (!sc->allowed[id]) {
+		sc->left_at = at;
+		warnx_("stdin: token %ld (id %d): the grammar does not allow it", at, id);
+		return -INFINITY;
+	}
+	for (int v = 0; v < c->vocab_size; v++)
+		if (!sc->allowed[v])
+			row[v] = -INFINITY;
+	tok_piece(sc->gm->t, id, 0, &text);
+	gstate_accept(sc->gs, text.s, text.n);
+	buf_free(&text);
+	return log_prob(row, c->vocab_size, id);
+}
+
 /* Each token's log-probability given those before it, a batch at a time. */
 static enum end
-score(struct run *r, const int *ids, int n)
+score(struct run *r, const int *ids, int n, struct scoring *sc)
 {
 	size_t V = (size_t)r->m.c.vocab_size;
 	float *logits = xmalloc(MODEL_BATCH * V * sizeof *logits);
@@ -294,9 +338,9 @@ score(struct run *r, const int *ids, int n)
 		}
 		r->computed += b;
 		for (k = 0; k < b; k++) {
-			lp = log_prob(logits + k * V, (int)V, ids[i + k + 1]);
+			lp = score_token(r, sc, logits + k * V, ids[i + k + 1], i + k + 1);
 			nll -= lp;
-			if (printf("%.6f\n", lp) < 0) {
+			if ((isinf(lp) ? printf("-inf\n") : printf("%.6f\n", lp)) < 0) {
 				end = stdout_failed(r);
 				break;
 			}
@@ -306,6 +350,15 @@ score(struct run *r, const int *ids, int n)
 	}
 	free(logits);
 	progress_end();
+	/* the stream and the grammar, the last line */
+	if (end == END_DONE && sc->gs) {
+		if (sc->left_at >= 0)
+			printf("grammar: left at token %ld\n", sc->left_at);
+		else
+			printf("grammar: %s\n", gstate_complete(sc->gs) ? "whole" : "start");
+		if (fflush(stdout) == EOF)
+			end = stdout_failed(r);
+	}
 	/* no token scored has no perplexity; a random model's can be vast: %g */
 	if (end == END_DONE && !r->quiet && n > 1)
 		fprintf(stderr, "scored %d tokens, perplexity %.6g\n", n - 1, exp(nll / (n - 1)));
@@ -464,13 +517,13 @@ write_held(struct held *h, size_t upto)
  * -inf; 0, or -1 (the run's msg set) when it allows none.
  */
 static int
-constrain(struct run *r, struct gstate *gs, struct gmask *gm, int first, float *logits)
+constrain(struct run *r, struct gstate *gs, struct gmask *gm, float *logits)
 {
 	const struct model_config *c = &r->m.c;
 	int end[3] = { c->eos_id, c->eot_id, c->eom_id }, any = 0;
 	unsigned char *allowed = xmalloc((size_t)c->vocab_size);
 
-	gmask_compute(gm, gs, first, end, 3, allowed);
+	gmask_compute(gm, gs, end, 3, allowed);
 	for (int id = 0; id < c->vocab_size; id++) {
 		if (!allowed[id])
 			logits[id] = -INFINITY;
@@ -490,14 +543,14 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 	struct held h = { { 0 }, 0 };
 	enum end end = END_DONE;
 	struct buf text = { 0 };
-	int next, stopped, first = 1;
+	int next, stopped;
 
 	while (r->n_gen < n_predict) {
 		if (stop_signal) {
 			end = END_SIGNAL;
 			break;
 		}
-		if (gs && constrain(r, gs, gm, first, logits) < 0) {
+		if (gs && constrain(r, gs, gm, logits) < 0) {
 			end = END_FAIL;
 			break;
 		}
@@ -510,9 +563,8 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 		if (gs) {
 			/* the mask allowed it: the state takes its text */
 			text.n = 0;
-			tok_text(gm->t, next, first, &text);
+			tok_piece(gm->t, next, 0, &text);
 			gstate_accept(gs, text.s, text.n);
-			first &= text.n == 0;
 		}
 		/* a stop string's tokens are never written; those that may begin one wait */
 		stopped = st && stop_push(st, next);
@@ -1007,7 +1059,7 @@ main(int argc, char *argv[])
 	const char *grammar = NULL, *grammar_file = NULL;
 	struct buf gtext = { 0 };
 	int n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
-	int do_score = 0, warmup = 0, n_set = 0, status;
+	int do_score = 0, warmup = 0, n_set = 0, status, grammar_status = 0;
 	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
@@ -1096,9 +1148,8 @@ main(int argc, char *argv[])
 		buf_add(&gtext, "", 1);
 		grammar = gtext.s;
 	}
-	if (grammar && (lines || do_score || embed))
-		die(2, "--grammar and %s: not yet (generation of one prompt only)", lines ? "--lines" :
-		    do_score ? "--score" : "--embed");
+	if (grammar && (lines || embed))
+		die(2, "--grammar and %s: not yet", lines ? "--lines" : "--embed");
 	if (grammar && grammar_parse(&gram, grammar, strlen(grammar)) < 0)
 		die(2, "%s%s: %s", grammar_file ? "--grammar-file " : "--grammar",
 		    grammar_file ? grammar_file : "", llm_err());
@@ -1142,8 +1193,10 @@ main(int argc, char *argv[])
 		die(1, "%s: %s: %s", r.model_path, n_stops ? "--stop" : "--grammar", llm_err());
 	if (grammar && gstate_init(&gstate, &gram) < 0)
 		die(2, "--grammar: %s", llm_err());
-	if (grammar)
+	if (grammar) {
+		gstate_for(&gstate, &tok);
 		gmask_init(&gmask, &tok);
+	}
 	if (!(r.pool = pool_create(r.threads)))
 		die(1, "%s", llm_err());
 	model_run_init(&r.run, &r.m, r.pool);
@@ -1206,7 +1259,15 @@ main(int argc, char *argv[])
 	catch_signals(1);
 	r.t_start = now_seconds();
 	if (do_score) {
-		end = score(&r, ids, n_ids);
+		struct scoring sc = { grammar ? &gstate : NULL, &gmask, NULL, -1 };
+		if (grammar)
+			sc.allowed = xmalloc((size_t)r.m.c.vocab_size);
+		end = score(&r, ids, n_ids, &sc);
+		free(sc.allowed);
+		if (end == END_DONE && grammar && sc.left_at >= 0)
+			grammar_status = 4;
+		else if (end == END_DONE && grammar && !gstate_complete(&gstate))
+			grammar_status = 3;
 		r.t_prefill = r.t_first = r.t_end = now_seconds();
 	} else {
 		/* The prompt goes through in batches: each weight is read once per batch. */
@@ -1225,18 +1286,19 @@ main(int argc, char *argv[])
 			if (n_stops)
 				stop_free(&stop);
 		}
-		if (n_stops || grammar)
-			tok_free(&tok);
 	}
 	if (grammar) {
 		gmask_free(&gmask);
 		gstate_free(&gstate);
 		grammar_free(&gram);
 	}
+	if (n_stops || grammar)
+		tok_free(&tok);
 	buf_free(&gtext);
 	/* Only the positions the cache holds are saved: fed may run one past them. */
 	r.fed.n = (size_t)r.kv.seq_len;
 	status = finish(&r, end);
 	free(ids);
-	return status;
+	/* --score --grammar: 3 for the start of a sentence only, 4 for a token refused */
+	return status ? status : grammar_status;
 }

@@ -802,6 +802,7 @@ gstate_copy(struct gstate *dst, const struct gstate *src)
 	for (int i = 0; i < src->n; i++)
 		add_stack(dst, src->s[i].v, src->s[i].n);
 	dst->partial = src->partial, dst->need = src->need, dst->len = src->len;
+	dst->spm = src->spm, dst->strip = src->strip;
 }
 
 /* Whether element e matches a code point in [lo, hi]. */
@@ -864,6 +865,20 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratc
 /* The least code point a UTF-8 character of len bytes may hold: one written longer is refused. */
 static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
 
+/* A whole character of the text: SentencePiece's space mark, a dropped first space. */
+static int
+accept_char(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratch)
+{
+	if (st->spm && c == 0x2581)
+		c = ' ';
+	if (st->strip) {
+		st->strip = 0;
+		if (c == ' ')
+			return 1;
+	}
+	return advance(st, c, tmp, scratch);
+}
+
 static int
 accept_bytes(struct gstate *st, const char *text, size_t n, struct gstate *tmp, struct gstack *scratch)
 {
@@ -881,11 +896,11 @@ accept_bytes(struct gstate *st, const char *text, size_t n, struct gstate *tmp, 
 			if (--st->need == 0)
 				alive = st->partial >= least[st->len] && st->partial <= 0x10ffff &&
 				    (st->partial < 0xd800 || st->partial > 0xdfff) &&
-				    advance(st, st->partial, tmp, scratch);
+				    accept_char(st, st->partial, tmp, scratch);
 			continue;
 		}
 		if (b < 0x80) {
-			alive = advance(st, b, tmp, scratch);
+			alive = accept_char(st, b, tmp, scratch);
 			continue;
 		}
 		int len = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
@@ -905,10 +920,27 @@ accept_bytes(struct gstate *st, const char *text, size_t n, struct gstate *tmp, 
 		if (hi > 0x10ffff)
 			hi = 0x10ffff;
 		alive = 0;
-		for (int i = 0; i < st->n && !alive && lo <= hi; i++)
-			alive = st->s[i].n > 0 && matches(st->g, &st->g->e[st->s[i].v[st->s[i].n - 1]], lo, hi);
+		/* it may be SentencePiece's space mark: a space, or nothing at the start */
+		if (st->spm && lo <= 0x2581 && 0x2581 <= hi) {
+			alive = st->strip;
+			for (int i = 0; i < st->n && !alive; i++)
+				alive = st->s[i].n > 0 && matches(st->g, &st->g->e[st->s[i].v[st->s[i].n - 1]], ' ', ' ');
+		}
+		/* the points it can be, less the surrogates, which UTF-8 never holds */
+		uint32_t part[2][2] = { { lo, hi < 0xd7ff ? hi : 0xd7ff }, { lo > 0xe000 ? lo : 0xe000, hi } };
+		for (int i = 0; i < st->n && !alive; i++)
+			for (int k = 0; k < 2 && !alive; k++)
+				alive = st->s[i].n > 0 && part[k][0] <= part[k][1] &&
+				    matches(st->g, &st->g->e[st->s[i].v[st->s[i].n - 1]], part[k][0], part[k][1]);
 	}
 	return alive;
+}
+
+void
+gstate_for(struct gstate *st, const struct tok *t)
+{
+	st->spm = t->model == TOK_SPM;
+	st->strip = st->spm && t->add_space_prefix;
 }
 
 int
@@ -978,7 +1010,7 @@ gmask_init(struct gmask *m, const struct tok *t)
 		if (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)
 			continue;
 		piece.n = 0;
-		tok_text(t, id, 0, &piece);
+		tok_piece(t, id, 0, &piece);
 		if (piece.n == 0)
 			continue;
 		m->text[id] = memcpy(xmalloc(piece.n), piece.s, piece.n);
@@ -1035,6 +1067,7 @@ state_key(const struct gstate *st, struct gstack *key)
 	stack_push(key, (int)st->partial);
 	stack_push(key, st->need);
 	stack_push(key, st->len);
+	stack_push(key, st->spm << 1 | st->strip);
 	for (int i = 0; i < key->n; i++)
 		h = (h ^ (uint32_t)key->v[i]) * 1099511628211u;
 	return h;
@@ -1074,58 +1107,41 @@ walk(struct gmask *m, const struct gstate *st, unsigned char *bits)
 }
 
 void
-gmask_compute(struct gmask *m, const struct gstate *st, int first, const int *end, int n_end,
+gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_end,
     unsigned char *allowed)
 {
 	const struct tok *t = m->t;
-	unsigned char *bits = NULL;
+	unsigned char *bits;
+	uint64_t h = state_key(st, &m->key);
 	int complete = gstate_complete(st), i;
 
-	if (first && t->model == TOK_SPM && t->add_space_prefix) {
-		/* the first text loses its leading space: each token on its own */
-		struct gstate s = { 0 };
-		struct buf piece = { 0 };
-		for (int id = 0; id < t->n_vocab; id++) {
-			allowed[id] = 0;
-			if (!m->text[id])
-				continue;
-			piece.n = 0;
-			tok_text(t, id, 1, &piece);
-			gstate_copy(&s, st);
-			allowed[id] = piece.n > 0 && accept_bytes(&s, piece.s, piece.n, &m->tmp, &m->scratch);
-		}
-		gstate_free(&s);
-		buf_free(&piece);
+	for (i = 0; i < m->n_cache; i++)
+		if (m->cache[i].hash == h && m->cache[i].n == m->key.n &&
+		    memcmp(m->cache[i].key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0)
+			break;
+	if (i < m->n_cache) {
+		bits = m->cache[i].mask;
+		m->hits++;
 	} else {
-		uint64_t h = state_key(st, &m->key);
-		for (i = 0; i < m->n_cache; i++)
-			if (m->cache[i].hash == h && m->cache[i].n == m->key.n &&
-			    memcmp(m->cache[i].key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0)
-				break;
-		if (i < m->n_cache) {
-			bits = m->cache[i].mask;
-			m->hits++;
-		} else {
-			if (m->n_cache == GMASK_CACHE) {	/* full: start again */
-				for (i = 0; i < m->n_cache; i++)
-					free(m->cache[i].key), free(m->cache[i].mask);
-				m->n_cache = 0;
-			}
-			if (!m->cache)
-				m->cache = xcalloc(GMASK_CACHE, sizeof *m->cache);
-			struct gmask_entry *e = &m->cache[m->n_cache++];
-			e->hash = h;
-			e->n = m->key.n;
-			e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
-			    (size_t)m->key.n * sizeof *e->key);
-			e->mask = xmalloc(m->mask_bytes);
-			walk(m, st, e->mask);
-			bits = e->mask;
-			m->misses++;
+		if (m->n_cache == GMASK_CACHE) {	/* full: start again */
+			for (i = 0; i < m->n_cache; i++)
+				free(m->cache[i].key), free(m->cache[i].mask);
+			m->n_cache = 0;
 		}
-		for (int id = 0; id < t->n_vocab; id++)
-			allowed[id] = (bits[id / 8] >> (id % 8)) & 1;
+		if (!m->cache)
+			m->cache = xcalloc(GMASK_CACHE, sizeof *m->cache);
+		struct gmask_entry *e = &m->cache[m->n_cache++];
+		e->hash = h;
+		e->n = m->key.n;
+		e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
+		    (size_t)m->key.n * sizeof *e->key);
+		e->mask = xmalloc(m->mask_bytes);
+		walk(m, st, e->mask);
+		bits = e->mask;
+		m->misses++;
 	}
+	for (int id = 0; id < t->n_vocab; id++)
+		allowed[id] = (bits[id / 8] >> (id % 8)) & 1;
 	for (i = 0; i < n_end; i++)
 		if (end[i] >= 0 && end[i] < t->n_vocab)
 			allowed[end[i]] = (unsigned char)complete;

@@ -58,10 +58,19 @@ struct gstate {
 	uint32_t partial;	/* the bits of the character begun */
 	int need;		/* its continuation bytes still to come; 0: none */
 	int len;		/* its length in bytes */
+	int spm;		/* SentencePiece text: U+2581 is a space */
+	int strip;		/* and the first character, if a space, is not the text's */
 };
 
 /* The state before any text. 0, or -1 (llm_err) if the grammar is too deep. */
 int gstate_init(struct gstate *st, const struct grammar *g);
+/*
+ * Match the text tokens' pieces make, as tok_decode turns them into text:
+ * with SentencePiece, U+2581 is a space, and with its space prefix the
+ * text's first space is dropped.  The pieces (tok_piece) go to
+ * gstate_accept as they are, byte tokens too.
+ */
+void gstate_for(struct gstate *st, const struct tok *t);
 void gstate_free(struct gstate *st);
 void gstate_copy(struct gstate *dst, const struct gstate *src);
 
@@ -78,7 +87,7 @@ int gstate_complete(const struct gstate *st);
 int gstate_finished(const struct gstate *st);
 
 /*
- * The tokens that may come next, for a vocabulary: the texts sorted once,
+ * The tokens that may come next, for a vocabulary: the pieces sorted once,
  * and the masks of the states met kept (up to GMASK_CACHE of them), so a
  * state met again costs a lookup.
  */
@@ -92,7 +101,7 @@ struct gmask_entry {
 
 struct gmask {
 	const struct tok *t;
-	char **text;		/* each token's text (tok_text, not first); NULL: none */
+	char **text;		/* each token's piece (tok_piece); NULL: none */
 	size_t *len, max_len;
 	int *order, *lcp, n;	/* the tokens with text in byte order, each's common prefix with the one before */
 	struct gstate *lv, tmp;	/* the states along the walk, and scratch */
@@ -107,13 +116,12 @@ void gmask_init(struct gmask *m, const struct tok *t);
 void gmask_free(struct gmask *m);
 
 /*
- * allowed[id] = 1 if token id's text (tok_text; first: it would be the
- * first text of the stream) keeps the text the start of a sentence; the
- * n_end ids in end (end of sequence, of turn) only when the text is a
- * whole sentence; control and unknown tokens, and tokens with no text,
- * never.
+ * allowed[id] = 1 if token id's piece keeps the text the start of a
+ * sentence; the n_end ids in end (end of sequence, of turn) only when the
+ * text is a whole sentence; control and unknown tokens, and tokens with
+ * no piece, never.
  */
-void gmask_compute(struct gmask *m, const struct gstate *st, int first, const int *end,
-    int n_end, unsigned char *allowed);
+void gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_end,
+    unsigned char *allowed);
 
 #endif

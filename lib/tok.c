@@ -855,18 +855,6 @@ release(struct tok_decoder *d, size_t n, struct buf *out)
 }
 
 void
-tok_text(const struct tok *t, int id, int first, struct buf *out)
-{
-	struct tok_decoder d;
-
-	tok_decoder_init(&d, t, 0);
-	d.started = !first;
-	tok_piece(t, id, 0, &d.pending);
-	release(&d, d.pending.n, out);
-	buf_free(&d.pending);
-}
-
-void
 tok_decode(struct tok_decoder *d, int id, struct buf *out)
 {
 	tok_piece(d->t, id, d->special, &d->pending);

@@ -71,14 +71,6 @@ void tok_encode(const struct tok *t, const char *text, size_t len, int parse_spe
 /* Append the bytes token id stands for; control tokens only with special. */
 void tok_piece(const struct tok *t, int id, int special, struct buf *out);
 
-/*
- * The text token id adds to a detokenized stream, as tok_decode gives it
- * over the tokens: its piece (no control tokens), with SentencePiece's
- * space marks as spaces, less the space the encoder puts in front when
- * first (no text came before it).
- */
-void tok_text(const struct tok *t, int id, int first, struct buf *out);
-
 /* The name of a token type, for --vocab. */
 const char *tok_type_name(int type);
 

@@ -99,6 +99,53 @@ EOF
 	[ $? -eq 2 ] || fail "--lines: $(cat "$TMP/err")"
 }
 
+# --score --grammar: texts that are sentences, starts of one, and not,
+# judged by hand; the last line and the exit status say which.
+scores_under_a_grammar_say_how_the_text_stands() {
+	m=$(tiny f32)
+	while IFS='	' read -r g text want rc_want; do
+		"$T" -m "$m" "$text" | "$D" -m "$m" --score --grammar "$g" >"$TMP/out" 2>"$TMP/err"
+		rc=$?
+		[ $rc -eq "$rc_want" ] || fail "$g on '$text': exit $rc, not $rc_want: $(cat "$TMP/err")"
+		case "$(tail -n 1 "$TMP/out")" in
+		"grammar: $want"*) ;;
+		*) fail "$g on '$text': $(tail -n 1 "$TMP/out")" ;;
+		esac
+		# a line a token scored, then the last
+		[ "$(($("$T" -m "$m" "$text" | wc -l) ))" -eq "$(wc -l <"$TMP/out")" ] || fail "lines: $(cat "$TMP/out")"
+	done <<'EOF2'
+root ::= ("yes" | "no") ", " [a-z ]{3,30} "."	yes, it is big.	whole	0
+root ::= ("yes" | "no") ", " [a-z ]{3,30} "."	no, it	start	3
+root ::= ("yes" | "no") ", " [a-z ]{3,30} "."	maybe so.	left at token	4
+root ::= [0-9]+ ("." [0-9]+)?	3.25	whole	0
+root ::= [0-9]+ ("." [0-9]+)?	3.	start	3
+root ::= [0-9]+ ("." [0-9]+)?	3.x	left at token	4
+EOF2
+	"$T" -m "$m" 'yes, It' | "$D" -m "$m" --score --grammar 'root ::= "yes, " [a-z]+' >"$TMP/out" 2>"$TMP/err"
+	grep -q 'stdin: token [0-9]* (id [0-9]*): the grammar does not allow it' "$TMP/err" || fail "$(cat "$TMP/err")"
+	grep -q '^-inf$' "$TMP/out" || fail "no -inf: $(cat "$TMP/out")"
+}
+
+# What a grammar generates it scores as a sentence, every token at least
+# as likely as unconstrained (the mask only takes mass away from others).
+generated_text_scores_whole() {
+	command -v python3 >/dev/null || fail "python3 is needed"
+	m=$(tiny q8_0)
+	g='root ::= "{" "\"n\":" ("0" | [1-9] [0-9]{0,2}) ", \"s\": \"" [a-z]{2,12} "\"}"'
+	for seed in 1 2 3 4; do
+		echo 1 >"$TMP/ids"
+		echo 1 | "$D" -m "$m" --grammar "$g" -n 80 --seed $seed >>"$TMP/ids" || fail "exit $?"
+		"$D" -m "$m" --score --grammar "$g" <"$TMP/ids" >"$TMP/c" 2>/dev/null || fail "seed $seed: exit $?: $(tail -n 1 "$TMP/c")"
+		"$D" -m "$m" --score <"$TMP/ids" >"$TMP/u" 2>/dev/null || fail "exit $?"
+		"$T" -m "$m" -d -n <"$TMP/ids" | python3 -c 'import json, sys; d = json.load(sys.stdin); assert set(d) == {"n", "s"}' ||
+			fail "seed $seed: not the JSON"
+		head -n -1 "$TMP/c" | paste - "$TMP/u" | awk '$1 + 1e-5 < $2 || $1 != $1 { print; bad = 1 } END { exit bad }' ||
+			fail "seed $seed: a constrained score below the unconstrained one"
+	done
+}
+
+t scores_under_a_grammar_say_how_the_text_stands
+t generated_text_scores_whole
 t outputs_are_in_the_language_on_a_random_model
 t outputs_are_in_the_language_on_stories260K
 t grammar_runs_are_reproducible

@@ -65,9 +65,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* the masks of the start state */
 	gstate_free(&a);
 	gstate_init(&a, &gr);
+	gstate_for(&a, &t);
 	gmask_init(&gm, &t);
 	mask = malloc((size_t)t.n_vocab);
-	gmask_compute(&gm, &a, 0, &end, 1, mask);
+	gmask_compute(&gm, &a, &end, 1, mask);
 	for (int id = 0; id < t.n_vocab; id++) {
 		int want;
 		if (id == end) {
@@ -76,7 +77,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			want = 0;
 		} else {
 			piece.n = 0;
-			tok_text(&t, id, 0, &piece);
+			tok_piece(&t, id, 0, &piece);
 			gstate_copy(&s, &a);
 			want = piece.n > 0 && gstate_accept(&s, piece.s, piece.n);
 		}
