@@ -998,6 +998,13 @@ decode_lines(struct lines *L)
 	for (i = 0; i < L->parallel; i++)
 		kv_free(&L->kvs[i]);
 	free(L->kvs), free(L->slot), free(L->q), free(in.buf);
+	if (L->b.gm) {
+		struct tok *t = (struct tok *)L->b.gm->t;
+		gmask_free(L->b.gm);
+		grammar_free((struct grammar *)L->b.grammar);
+		if (!L->b.tok)
+			tok_free(t);
+	}
 	if (L->b.tok)
 		tok_free((struct tok *)L->b.tok);
 	batch_free(&L->b);
@@ -1148,8 +1155,8 @@ main(int argc, char *argv[])
 		buf_add(&gtext, "", 1);
 		grammar = gtext.s;
 	}
-	if (grammar && (lines || embed))
-		die(2, "--grammar and %s: not yet", lines ? "--lines" : "--embed");
+	if (grammar && (embed || (lines && do_score)))
+		die(2, "--grammar and %s: not yet", embed ? "--embed" : "--score --lines");
 	if (grammar && grammar_parse(&gram, grammar, strlen(grammar)) < 0)
 		die(2, "%s%s: %s", grammar_file ? "--grammar-file " : "--grammar",
 		    grammar_file ? grammar_file : "", llm_err());
@@ -1232,6 +1239,10 @@ main(int argc, char *argv[])
 		L.b.temp = sa.temp, L.b.top_k = sa.top_k, L.b.top_p = sa.top_p, L.b.seed = r.seed;
 		L.b.min_p = sa.min_p, L.b.penalty = sa.penalty, L.b.last_n = sa.last_n;
 		L.b.tok = n_stops ? &tok : NULL, L.b.stops = stops, L.b.n_stops = n_stops;
+		if (grammar) {
+			gstate_free(&gstate);	/* each line has its own */
+			L.b.grammar = &gram, L.b.gm = &gmask;
+		}
 		return decode_lines(&L);
 	}
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);

@@ -1,4 +1,5 @@
 /* batch.c: continuous batching of many sequences over one model. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ batch_free(struct batch *b)
 {
 	free(b->live);
 	free(b->out);
+	free(b->allowed);
 	memset(b, 0, sizeof *b);
 }
 
@@ -31,6 +33,7 @@ batch_seq_free(struct batch_seq *q)
 	sampler_free(&q->smp);
 	ids_free(&q->gen);
 	stop_free(&q->stop);
+	gstate_free(&q->gs);
 }
 
 static void
@@ -67,6 +70,13 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 		sampler_accept(&q->smp, ids[i]);
 	if (b->n_stops)
 		stop_init(&q->stop, b->tok, b->stops, b->n_stops);
+	if (b->grammar && !b->score) {
+		if (gstate_init(&q->gs, b->grammar) < 0) {
+			fail(q, "--grammar: %s", llm_err());
+			return;
+		}
+		gstate_for(&q->gs, b->gm->t);
+	}
 	if ((b->score && n < 2) || (!b->score && b->n_predict == 0)) {
 		q->state = SEQ_DONE;
 		return;
@@ -92,13 +102,20 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 		return;
 	}
 	ids_push(&q->gen, next);
+	if (b->grammar) {
+		/* the mask allowed it: the state takes its piece, and may be at an end */
+		struct buf piece = { 0 };
+		tok_piece(b->gm->t, next, 0, &piece);
+		gstate_accept(&q->gs, piece.s, piece.n);
+		buf_free(&piece);
+	}
 	if (b->n_stops && stop_push(&q->stop, next)) {
 		q->gen.n = (size_t)q->stop.safe;	/* the stop text's tokens are not kept */
 		q->state = SEQ_DONE;
 		return;
 	}
 	sampler_accept(&q->smp, next);
-	if ((int)q->gen.n == b->n_predict) {
+	if ((int)q->gen.n == b->n_predict || (b->grammar && gstate_finished(&q->gs))) {
 		q->state = SEQ_DONE;
 		return;
 	}
@@ -161,6 +178,27 @@ batch_end(struct batch *b, struct batch_seq *q)
 	b->n_live = j;
 }
 
+/* The tokens the sequence's grammar refuses made -inf in its row; -1 (the sequence failed) if it allows none. */
+static int
+mask_row(struct batch *b, struct batch_seq *q, float *row)
+{
+	const struct model_config *c = &b->run->m->c;
+	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id }, any = 0;
+
+	if (!b->allowed)
+		b->allowed = xmalloc((size_t)c->vocab_size);
+	gmask_compute(b->gm, &q->gs, end, 4, b->allowed);
+	for (int id = 0; id < c->vocab_size; id++) {
+		if (!b->allowed[id])
+			row[id] = -INFINITY;
+		any |= b->allowed[id];
+	}
+	if (!any)
+		fail(q, "--grammar: no token of the vocabulary can go on from the text generated "
+		    "(%d tokens)", (int)q->gen.n);
+	return any ? 0 : -1;
+}
+
 int
 batch_step(struct batch *b)
 {
@@ -207,6 +245,10 @@ batch_step(struct batch *b)
 		rows += b->score ? seqs[k].n : seqs[k].what == MODEL_OUT_LAST;
 		b->computed += seqs[k].n;
 	}
+	/* the grammar's masks first, one sequence after another (the mask cache is shared) */
+	for (k = 0; b->grammar && !b->score && k < ns; k++)
+		if (seqs[k].what == MODEL_OUT_LAST && mask_row(b, who[k], b->out + (size_t)job.row[k] * V) < 0)
+			seqs[k].what = MODEL_OUT_NONE;	/* failed: nothing to take */
 	atomic_init(&job.next, 0);
 	pool_run_work(b->run->pool, take_rows, &job, (long long)rows * (long long)V * TAKE_WORK);
 	/* the done leave, the others keep their order */

@@ -10,6 +10,7 @@
 #ifndef LLM_BATCH_H
 #define LLM_BATCH_H
 
+#include "grammar.h"
 #include "kv.h"
 #include "model.h"
 #include "sample.h"
@@ -32,6 +33,7 @@ struct batch_seq {
 	int next;		/* the token to run next */
 	struct ids gen;		/* the tokens generated */
 	struct stop stop;	/* with stop strings: their matcher */
+	struct gstate gs;	/* with a grammar: where the text is in it */
 	/* scoring: the sum of each token's log-probability given those before */
 	double nll;
 	int scored;
@@ -49,10 +51,13 @@ struct batch {
 	const struct tok *tok;	/* with stop strings: a line ends at one, which it does not keep */
 	char *const *stops;
 	int n_stops;
+	const struct grammar *grammar;	/* generation kept to it (with gm, over tok's vocabulary) */
+	struct gmask *gm;
 	uint64_t seed;
 	struct batch_seq **live;
 	int n_live, max_live;
 	float *out;		/* a pass's logits */
+	unsigned char *allowed;	/* a grammar's mask */
 	int steps, computed;	/* passes, and tokens run through them */
 };
 

@@ -95,8 +95,8 @@ root ::= "a" ;; root ::= "b"	2:1: rule 'root' is defined twice
 EOF
 	echo 1 | "$D" -m "$m" --grammar-file "$TMP/none.gbnf" 2>"$TMP/err"
 	[ $? -eq 2 ] && grep -q 'none.gbnf: No such file' "$TMP/err" || fail "$(cat "$TMP/err")"
-	echo 1 | "$D" -m "$m" --grammar 'root ::= "a"' --lines 2>"$TMP/err"
-	[ $? -eq 2 ] || fail "--lines: $(cat "$TMP/err")"
+	echo 1 | "$D" -m "$m" --grammar 'root ::= "a"' --lines --score 2>"$TMP/err"
+	[ $? -eq 2 ] || fail "--lines --score: $(cat "$TMP/err")"
 }
 
 # --score --grammar: texts that are sentences, starts of one, and not,
@@ -144,6 +144,33 @@ generated_text_scores_whole() {
 	done
 }
 
+# --lines: each line has its own grammar state, and its output is its solo run's.
+lines_keep_their_own_grammar_state() {
+	for m in "$(tiny q8_0)" "$(tiny f32)"; do
+		: >"$TMP/qs"
+		for text in 'Once upon' 'a big dog' 'x' 'the cat sat on the mat' 'yes'; do
+			"$T" -m "$m" "$text" | tr '\n' ' ' >>"$TMP/qs"
+			echo >>"$TMP/qs"
+		done
+		for g in 'root ::= ("yes" | "no") ", " [a-z ]{3,30} "."' 'root ::= [0-9]{2,5} ("." [0-9]+)?'; do
+			for seed in 1 2; do
+				: >"$TMP/solo"
+				while read -r q; do
+					printf '%s\n' $q | "$D" -m "$m" --grammar "$g" -n 30 --seed $seed |
+						tr '\n' ' ' | sed 's/ $//' >>"$TMP/solo"
+					echo >>"$TMP/solo"
+				done <"$TMP/qs"
+				for p in 1 3; do
+					"$D" -m "$m" --lines -P $p --grammar "$g" -n 30 --seed $seed <"$TMP/qs" >"$TMP/lines" ||
+						fail "exit $?"
+					cmp -s "$TMP/solo" "$TMP/lines" || fail "-P $p, seed $seed, $g: $(cat "$TMP/lines")"
+				done
+			done
+		done
+	done
+}
+
+t lines_keep_their_own_grammar_state
 t scores_under_a_grammar_say_how_the_text_stands
 t generated_text_scores_whole
 t outputs_are_in_the_language_on_a_random_model
