@@ -606,5 +606,7 @@ printf ']' >>"$JSON"
 
 # Many prompts in one process (issue 33): bench/lines.sh, its part of the JSON too.
 JSON="$JSON" sh bench/lines.sh
+# What a grammar costs a token (issue 35): printed only.
+sh bench/grammar.sh
 printf '}\n' >>"$JSON"
 echo "written: $JSON"
