@@ -170,6 +170,30 @@ lines_keep_their_own_grammar_state() {
 	done
 }
 
+# bench/json.gbnf: what completes parses as JSON (Python's json, not the engine), the rest is a start of it.
+json_outputs_parse() {
+	command -v python3 >/dev/null || fail "python3 is needed"
+	m=$(tiny q8_0)
+	whole=0
+	for seed in 1 2 3 4 5 6 7 8 9 10; do
+		echo 1 >"$TMP/ids"
+		echo 1 | "$D" -m "$m" --grammar-file bench/json.gbnf -n 120 --seed $seed >>"$TMP/ids" || fail "exit $?"
+		"$D" -m "$m" --score --grammar-file bench/json.gbnf <"$TMP/ids" >"$TMP/s" 2>/dev/null
+		rc=$?
+		"$T" -m "$m" -d -n <"$TMP/ids" >"$TMP/text"
+		case $rc in
+		0)	whole=$((whole + 1))
+			python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/text" ||
+				fail "seed $seed: not JSON: $(cat "$TMP/text")" ;;
+		3)	# cut by -n: some completion of it parses
+			head -c 1 "$TMP/text" | grep -q '{' || fail "seed $seed: $(cat "$TMP/text")" ;;
+		*)	fail "seed $seed: exit $rc: $(tail -n 1 "$TMP/s")" ;;
+		esac
+	done
+	[ $whole -gt 0 ] || fail "no output completed"
+}
+
+t json_outputs_parse
 t lines_keep_their_own_grammar_state
 t scores_under_a_grammar_say_how_the_text_stands
 t generated_text_scores_whole
