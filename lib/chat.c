@@ -321,6 +321,17 @@ ctl(struct render *r, const char *s)
 	marker(r, s);
 }
 
+/* 0, or -1 naming the first control token of the template the vocabulary lacks. */
+static int
+missing(const struct render *r, int family)
+{
+	if (!r->missing)
+		return 0;
+	llm_seterr("the %s template needs the control token %s, which the vocabulary lacks",
+	    chat_name(family), r->missing);
+	return -1;
+}
+
 int
 chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs, size_t n_msgs,
     size_t from, struct ids *out)
@@ -407,12 +418,7 @@ chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs, s
 	}
 	flush(&r);
 	buf_free(&r.raw);
-	if (r.missing) {
-		llm_seterr("the %s template needs the control token %s, which the vocabulary lacks",
-		    chat_name(family), r.missing);
-		return -1;
-	}
-	return 0;
+	return missing(&r, family);
 }
 
 int
@@ -447,12 +453,7 @@ chat_close(const struct tok *t, int family, struct ids *out)
 		return -1;
 	}
 	ctl(&r, tk);
-	if (r.missing) {
-		llm_seterr("the %s template needs the control token %s, which the vocabulary lacks",
-		    chat_name(family), r.missing);
-		return -1;
-	}
-	return 0;
+	return missing(&r, family);
 }
 
 int

@@ -464,61 +464,33 @@ where(const char *s, const char *at, int *line, int *col)
 
 /* ---- checks ---- */
 
-/* The fixpoint of "can be empty" over the rules. */
+/*
+ * Mark the rules with an alternative each of whose elements passes: a
+ * reference to a rule marked, or with chars a character too.  chars 0:
+ * the rules that can be empty; 1: those that derive some finite text.
+ */
 static void
-nullable_rules(const struct grammar *g, unsigned char *null)
+fixpoint(const struct grammar *g, unsigned char *set, int chars)
 {
-	int changed = 1, r, i;
+	int changed = 1, r, i, ok;
 
-	memset(null, 0, (size_t)g->n_rules);
+	memset(set, 0, (size_t)g->n_rules);
 	while (changed) {
 		changed = 0;
 		for (r = 0; r < g->n_rules; r++) {
-			if (null[r])
+			if (set[r])
 				continue;
-			/* some alternative all of whose elements can be empty */
-			int ok = 1;
-			for (i = g->start[r]; ; i++) {
+			for (i = g->start[r], ok = 1; ; i++) {
 				const struct gelem *e = &g->e[i];
 				if (e->type == G_ALT || e->type == G_END) {
 					if (ok) {
-						null[r] = 1, changed = 1;
+						set[r] = 1, changed = 1;
 						break;
 					}
 					if (e->type == G_END)
 						break;
 					ok = 1;
-				} else if (e->type != G_RULE || !null[e->a])
-					ok = 0;
-			}
-		}
-	}
-}
-
-/* The fixpoint of "derives some finite text". */
-static void
-productive_rules(const struct grammar *g, unsigned char *prod)
-{
-	int changed = 1, r, i;
-
-	memset(prod, 0, (size_t)g->n_rules);
-	while (changed) {
-		changed = 0;
-		for (r = 0; r < g->n_rules; r++) {
-			if (prod[r])
-				continue;
-			int ok = 1;
-			for (i = g->start[r]; ; i++) {
-				const struct gelem *e = &g->e[i];
-				if (e->type == G_ALT || e->type == G_END) {
-					if (ok) {
-						prod[r] = 1, changed = 1;
-						break;
-					}
-					if (e->type == G_END)
-						break;
-					ok = 1;
-				} else if (e->type == G_RULE && !prod[e->a])
+				} else if (e->type == G_RULE ? !set[e->a] : !chars)
 					ok = 0;
 			}
 		}
@@ -593,11 +565,11 @@ check(struct grammar *g, const char *text)
 	}
 	null = xmalloc((size_t)g->n_rules);
 	mark = xcalloc((size_t)g->n_rules, 1);
-	nullable_rules(g, null);
+	fixpoint(g, null, 0);
 	for (r = 0; r < g->n_rules && status == 0; r++)
 		status = left_visit(g, null, mark, r, 0);
 	if (status == 0) {
-		productive_rules(g, mark);
+		fixpoint(g, mark, 1);
 		if (!mark[g->root]) {
 			llm_seterr("the grammar's language is empty: root derives no finite text");
 			status = -1;

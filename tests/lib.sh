@@ -52,6 +52,14 @@ tiny() {
 	echo "$TMP/tiny-$1.gguf"
 }
 
+# chatmodel FAMILY: path of a tiny random model whose vocabulary and
+# tokenizer.chat_template are the family's (mkmodel -C), made once.
+chatmodel() {
+	[ -f "$TMP/chat-$1.gguf" ] || "$PWD/tools/mkmodel" -C "$1" -o "$TMP/chat-$1.gguf" >&2 ||
+		fail "mkmodel -C $1"
+	echo "$TMP/chat-$1.gguf"
+}
+
 # json_assert FILE EXPR: FILE parses as one JSON value d, and the Python
 # expression EXPR over d is true.  Structured output is checked by
 # parsing it, never by grepping for a substring (.ci/run installs python3).

@@ -3,13 +3,6 @@
 . tests/lib.sh
 T="$BIN/llm-tokenize"
 
-# chatmodel FAMILY: a tiny model whose vocabulary and tokenizer.chat_template are the family's
-chatmodel() {
-	[ -f "$TMP/chat-$1.gguf" ] || "$PWD/tools/mkmodel" -C "$1" -o "$TMP/chat-$1.gguf" >&2 ||
-		fail "mkmodel -C $1"
-	echo "$TMP/chat-$1.gguf"
-}
-
 # render FAMILY [OPTIONS]: the conversation in $TMP/conv as text, control
 # tokens spelled out; the space a SentencePiece vocabulary puts after a
 # control token (as llama.cpp's tokenizer does) is taken out

@@ -3,13 +3,6 @@
 . tests/lib.sh
 C="$BIN/llm-chat"
 
-# chatmodel FAMILY: a random model with the family's vocabulary and template
-chatmodel() {
-	[ -f "$TMP/chat-$1.gguf" ] || "$PWD/tools/mkmodel" -C "$1" -o "$TMP/chat-$1.gguf" >&2 ||
-		fail "mkmodel -C $1"
-	echo "$TMP/chat-$1.gguf"
-}
-
 # endless: a model without a template whose end of sequence never comes
 endless() {
 	[ -f "$TMP/endless.gguf" ] || "$PWD/tools/mkmodel" -t f32 -E 100000 -o "$TMP/endless.gguf" >&2 ||
