@@ -94,8 +94,8 @@ static void
 masks_are_each_token_tried_alone(void)
 {
 	static const char *const gbnfs[] = {
-		"root ::= \"{\" ws \"\\\"k\\\":\" ws v (\",\" ws v)* ws \"}\"\n"
-		    "v ::= [0-9]+ | \"\\\"\" [^\"\\\\]* \"\\\"\" | \"true\"\nws ::= [ \\t\\n]*",
+		("root ::= \"{\" ws \"\\\"k\\\":\" ws v (\",\" ws v)* ws \"}\"\n"
+		    "v ::= [0-9]+ | \"\\\"\" [^\"\\\\]* \"\\\"\" | \"true\"\nws ::= [ \\t\\n]*"),
 		"root ::= [a-z ]{1,40} \".\"",
 		"root ::= (\"the\" | \"a\" | \"an\") \" \" [a-z]+ (\" \" [a-z]+)*",
 		"root ::= .*",

@@ -145,9 +145,9 @@ main(int argc, char *argv[])
 	static const char *grammars[] = {
 		"root ::= (\"yes\" | \"no\") \".\"\0yes.",
 		"root ::= [0-9]{3} \"-\" [0-9]{2,4}\000123-45",
-		"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= str \":\" ws [0-9]+\n"
-		    "str ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]* # json-ish\0{\"a\": 1}",
-		"root ::= . [^a-z] \"\\u00e9\" \"\\x41\"?\0x1\xc3\xa9" "A",
+		("root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= str \":\" ws [0-9]+\n"
+		    "str ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]* # json-ish\0{\"a\": 1}"),
+		("root ::= . [^a-z] \"\\u00e9\" \"\\x41\"?\0x1\xc3\xa9" "A"),
 		"root ::= a\na ::= \"x\" a | \"\"\0xxx",
 		"root ::= root \"a\"\0a", "root ::= ( \"a\" \0a", "x ::= y\0" };
 	char buf[256], name[32];
