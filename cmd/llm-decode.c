@@ -278,7 +278,6 @@ enum { GRAMMAR_WHOLE, GRAMMAR_START, GRAMMAR_LEFT };
 struct scoring {
 	struct gstate *gs;	/* NULL: no grammar */
 	struct gmask *gm;
-	unsigned char *allowed;
 	long left_at;		/* the token the grammar refused, or -1 */
 };
 
@@ -298,15 +297,12 @@ score_token(struct run *r, struct scoring *sc, float *row, int id, long at)
 		return log_prob(row, c->vocab_size, id);
 	if (sc->left_at >= 0)
 		return -INFINITY;
-	gmask_compute(sc->gm, sc->gs, end, 3, sc->allowed);
-	if (!sc->allowed[id]) {
+	gmask_apply(sc->gm, sc->gs, end, 3, row);
+	if (!sc->gm->allowed[id]) {
 		sc->left_at = at;
 		warnx_("stdin: token %ld (id %d): the grammar does not allow it", at, id);
 		return -INFINITY;
 	}
-	for (int v = 0; v < c->vocab_size; v++)
-		if (!sc->allowed[v])
-			row[v] = -INFINITY;
 	tok_piece(sc->gm->t, id, 0, &text);
 	gstate_accept(sc->gs, text.s, text.n);
 	buf_free(&text);
@@ -520,16 +516,9 @@ static int
 constrain(struct run *r, struct gstate *gs, struct gmask *gm, float *logits)
 {
 	const struct model_config *c = &r->m.c;
-	int end[3] = { c->eos_id, c->eot_id, c->eom_id }, any = 0;
-	unsigned char *allowed = xmalloc((size_t)c->vocab_size);
+	int end[3] = { c->eos_id, c->eot_id, c->eom_id }, any;
 
-	gmask_compute(gm, gs, end, 3, allowed);
-	for (int id = 0; id < c->vocab_size; id++) {
-		if (!allowed[id])
-			logits[id] = -INFINITY;
-		any |= allowed[id];
-	}
-	free(allowed);
+	any = gmask_apply(gm, gs, end, 3, logits);
 	if (!any)
 		snprintf(r->msg, sizeof r->msg, "--grammar: no token of the vocabulary can go on "
 		    "from the text generated (%d tokens)", r->n_gen);
@@ -1270,11 +1259,8 @@ main(int argc, char *argv[])
 	catch_signals(1);
 	r.t_start = now_seconds();
 	if (do_score) {
-		struct scoring sc = { grammar ? &gstate : NULL, &gmask, NULL, -1 };
-		if (grammar)
-			sc.allowed = xmalloc((size_t)r.m.c.vocab_size);
+		struct scoring sc = { grammar ? &gstate : NULL, &gmask, -1 };
 		end = score(&r, ids, n_ids, &sc);
-		free(sc.allowed);
 		if (end == END_DONE && grammar && sc.left_at >= 0)
 			grammar_status = 4;
 		else if (end == END_DONE && grammar && !gstate_complete(&gstate))

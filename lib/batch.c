@@ -1,5 +1,4 @@
 /* batch.c: continuous batching of many sequences over one model. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,7 +22,6 @@ batch_free(struct batch *b)
 {
 	free(b->live);
 	free(b->out);
-	free(b->allowed);
 	memset(b, 0, sizeof *b);
 }
 
@@ -183,16 +181,9 @@ static int
 mask_row(struct batch *b, struct batch_seq *q, float *row)
 {
 	const struct model_config *c = &b->run->m->c;
-	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id }, any = 0;
+	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
+	int any = gmask_apply(b->gm, &q->gs, end, 4, row);
 
-	if (!b->allowed)
-		b->allowed = xmalloc((size_t)c->vocab_size);
-	gmask_compute(b->gm, &q->gs, end, 4, b->allowed);
-	for (int id = 0; id < c->vocab_size; id++) {
-		if (!b->allowed[id])
-			row[id] = -INFINITY;
-		any |= b->allowed[id];
-	}
 	if (!any)
 		fail(q, "--grammar: no token of the vocabulary can go on from the text generated "
 		    "(%d tokens)", (int)q->gen.n);

@@ -57,7 +57,6 @@ struct batch {
 	struct batch_seq **live;
 	int n_live, max_live;
 	float *out;		/* a pass's logits */
-	unsigned char *allowed;	/* a grammar's mask */
 	int steps, computed;	/* passes, and tokens run through them */
 };
 

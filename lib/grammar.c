@@ -1,4 +1,5 @@
 /* grammar.c: GBNF parsed into rules, and the stacks that match text to them. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1006,6 +1007,7 @@ gmask_init(struct gmask *m, const struct tok *t)
 	}
 	m->lv = xcalloc(m->max_len + 1, sizeof *m->lv);
 	m->mask_bytes = ((size_t)t->n_vocab + 7) / 8;
+	m->allowed = xmalloc((size_t)t->n_vocab);
 }
 
 void
@@ -1021,6 +1023,7 @@ gmask_free(struct gmask *m)
 	free(m->scratch.v);
 	free(m->cache), free(m->text), free(m->len), free(m->order), free(m->lcp), free(m->lv);
 	free(m->key.v);
+	free(m->allowed);
 	memset(m, 0, sizeof *m);
 }
 
@@ -1078,11 +1081,11 @@ walk(struct gmask *m, const struct gstate *st, unsigned char *bits)
 	}
 }
 
-void
-gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_end,
-    unsigned char *allowed)
+const unsigned char *
+gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_end)
 {
 	const struct tok *t = m->t;
+	unsigned char *allowed = m->allowed;
 	unsigned char *bits;
 	uint64_t h = state_key(st, &m->key);
 	int complete = gstate_complete(st), i;
@@ -1117,4 +1120,19 @@ gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_en
 	for (i = 0; i < n_end; i++)
 		if (end[i] >= 0 && end[i] < t->n_vocab)
 			allowed[end[i]] = (unsigned char)complete;
+	return allowed;
+}
+
+int
+gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end, float *logits)
+{
+	const unsigned char *allowed = gmask_compute(m, st, end, n_end);
+	int n = 0;
+
+	for (int id = 0; id < m->t->n_vocab; id++) {
+		if (!allowed[id])
+			logits[id] = -INFINITY;
+		n += allowed[id];
+	}
+	return n;
 }

@@ -109,6 +109,7 @@ struct gmask {
 	struct gmask_entry *cache;
 	int n_cache;
 	size_t mask_bytes;
+	unsigned char *allowed;	/* the last mask, a byte a token */
 	long hits, misses;
 };
 
@@ -116,12 +117,14 @@ void gmask_init(struct gmask *m, const struct tok *t);
 void gmask_free(struct gmask *m);
 
 /*
- * allowed[id] = 1 if token id's piece keeps the text the start of a
- * sentence; the n_end ids in end (end of sequence, of turn) only when the
- * text is a whole sentence; control and unknown tokens, and tokens with
- * no piece, never.
+ * The mask of st: allowed[id] = 1 if token id's piece keeps the text the
+ * start of a sentence; the n_end ids in end (end of sequence, of turn)
+ * only when the text is a whole sentence; control and unknown tokens,
+ * and tokens with no piece, never.  m's own, until the next call.
  */
-void gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_end,
-    unsigned char *allowed);
+const unsigned char *gmask_compute(struct gmask *m, const struct gstate *st, const int *end,
+    int n_end);
+/* The logits of the tokens st's mask refuses made -inf; how many it allows (0: none can follow). */
+int gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end, float *logits);
 
 #endif

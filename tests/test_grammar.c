@@ -128,7 +128,7 @@ masks_are_each_token_tried_alone(void)
 		gstate_for(&st, &t);
 		for (int step = 0; step < 40; step++) {
 			int n_ok = 0, bad = 0;
-			gmask_compute(&gm, &st, end, 1, a);
+			memcpy(a, gmask_compute(&gm, &st, end, 1), (size_t)t.n_vocab);
 			for (int id = 0; id < t.n_vocab; id++) {
 				b[id] = 0;
 				if (id == t.eos) {
