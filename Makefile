@@ -4,11 +4,11 @@
 
 include config.mk
 
-LIBSRC = lib/attn.c lib/batch.c lib/chat.c lib/grammar.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
+LIBSRC = lib/attn.c lib/batch.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
 	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
-LIBHDR = lib/attn.h lib/batch.h lib/chat.h lib/grammar.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+LIBHDR = lib/attn.h lib/batch.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
 	lib/rope.h lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
@@ -33,10 +33,12 @@ BENCHBIN = bench/membw bench/fmapeak
 # Fuzz targets: each is a libFuzzer program under make fuzz, and a replay
 # program that make check runs over the regression corpus.
 FUZZOBJ = tests/fuzz/fuzz_gguf.o tests/fuzz/fuzz_snapshot.o tests/fuzz/fuzz_tokstream.o \
-	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o tests/fuzz/fuzz_chat.o tests/fuzz/fuzz_grammar.o
+	tests/fuzz/fuzz_tok.o tests/fuzz/fuzz_kvsel.o tests/fuzz/fuzz_chat.o tests/fuzz/fuzz_grammar.o \
+	tests/fuzz/fuzz_schema.o
 FUZZLIBOBJ = tests/fuzz/replay.o tests/fuzz/fuzz_common.o
 REPLAYBIN = tests/fuzz/replay-gguf tests/fuzz/replay-snapshot tests/fuzz/replay-tokstream \
-	tests/fuzz/replay-tok tests/fuzz/replay-kvsel tests/fuzz/replay-chat tests/fuzz/replay-grammar
+	tests/fuzz/replay-tok tests/fuzz/replay-kvsel tests/fuzz/replay-chat tests/fuzz/replay-grammar \
+	tests/fuzz/replay-schema
 FUZZ_SECONDS = 60
 
 all: $(LIB) $(BIN) $(MKMODEL)
@@ -102,6 +104,8 @@ tests/fuzz/replay-chat: tests/fuzz/fuzz_chat.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_chat.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/replay-grammar: tests/fuzz/fuzz_grammar.o $(FUZZLINK)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_grammar.o $(FUZZLINK) $(LDLIBS)
+tests/fuzz/replay-schema: tests/fuzz/fuzz_schema.o $(FUZZLINK)
+	$(CC) $(LDFLAGS) -o $@ tests/fuzz/fuzz_schema.o $(FUZZLINK) $(LDLIBS)
 tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 

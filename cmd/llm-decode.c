@@ -14,6 +14,7 @@
 
 #include "../lib/batch.h"
 #include "../lib/grammar.h"
+#include "../lib/schema.h"
 #include "../lib/kv.h"
 #include "../lib/model.h"
 #include "../lib/pool.h"
@@ -34,7 +35,7 @@ usage(int status)
 	fprintf(status ? stderr : stdout, "usage: %s -m MODEL [-n N] [-t THREADS] [--ctx N] "
 	    "[--greedy | --temp T --top-k K --top-p P --min-p P] [--seed S]\n"
 	    "       [--repeat-penalty R [--repeat-last-n N]] [--stop TEXT ...]\n"
-	    "       [--grammar TEXT | --grammar-file FILE]\n"
+	    "       [--grammar TEXT | --grammar-file FILE | --json-schema SCHEMA|@FILE] [--print-grammar]\n"
 	    "       [--ignore-eos] [--kv-type T] [--kv-type-k T] [--kv-type-v T] [--kv-prealloc]\n"
 	    "       [--kv-window W [--kv-sinks S]] [--warmup] [-q]\n"
 	    "       [--kv-in FILE] [--kv-out FILE] [--score] [--stats] [--stats-json]\n"
@@ -1010,13 +1011,16 @@ main(int argc, char *argv[])
 {
 	enum { O_CTX = 256, O_IGNORE_EOS, O_PREALLOC, O_SCORE, O_STATS, O_STATS_JSON, O_KV_IN,
 		O_KV_OUT, O_KV_TYPE, O_KV_TYPE_K, O_KV_TYPE_V, O_KV_WINDOW, O_KV_SINKS, O_WARMUP,
-		O_EMBED, O_POOLING, O_NORMALIZE, O_LINES, O_STOP, O_GRAMMAR, O_GRAMMAR_FILE };
+		O_EMBED, O_POOLING, O_NORMALIZE, O_LINES, O_STOP, O_GRAMMAR, O_GRAMMAR_FILE, O_JSON_SCHEMA,
+		O_PRINT_GRAMMAR };
 	static const struct option longopts[] = {
 		{ "ctx", required_argument, NULL, O_CTX },
 		SAMPLING_LONGOPTS,
 		{ "stop", required_argument, NULL, O_STOP },
 		{ "grammar", required_argument, NULL, O_GRAMMAR },
 		{ "grammar-file", required_argument, NULL, O_GRAMMAR_FILE },
+		{ "json-schema", required_argument, NULL, O_JSON_SCHEMA },
+		{ "print-grammar", no_argument, NULL, O_PRINT_GRAMMAR },
 		{ "ignore-eos", no_argument, NULL, O_IGNORE_EOS },
 		{ "kv-prealloc", no_argument, NULL, O_PREALLOC },
 		{ "kv-in", required_argument, NULL, O_KV_IN },
@@ -1052,11 +1056,12 @@ main(int argc, char *argv[])
 	struct grammar gram;
 	struct gstate gstate;
 	struct gmask gmask;
-	const char *grammar = NULL, *grammar_file = NULL;
+	const char *grammar = NULL, *grammar_file = NULL, *schema = NULL;
+	char *compiled = NULL, glabel[300];
 	struct buf gtext = { 0 };
 	int n_predict = 128, ctx = 0, ignore_eos = 0, prealloc = 0;
 	int do_score = 0, warmup = 0, n_set = 0, status, grammar_status = 0;
-	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0;
+	int embed = 0, pooling = -1, normalize = 0, lines = 0, parallel = 0, print_grammar = 0;
 	int kv_type = -1, k_type = -1, v_type = -1, window = 0, sinks = -1;
 	int *ids, n_ids, c;
 	enum end end;
@@ -1107,6 +1112,8 @@ main(int argc, char *argv[])
 		case O_LINES: lines = 1; break;
 		case O_GRAMMAR: grammar = optarg; break;
 		case O_GRAMMAR_FILE: grammar_file = optarg; break;
+		case O_JSON_SCHEMA: schema = optarg; break;
+		case O_PRINT_GRAMMAR: print_grammar = 1; break;
 		case O_SCORE: do_score = 1; break;
 		case O_STATS: r.stats = 1; break;
 		case O_STATS_JSON: r.stats_json = 1; break;
@@ -1119,6 +1126,48 @@ main(int argc, char *argv[])
 	if (optind != argc)
 		die(2, "'%s': an argument where none goes: prompts come as token ids on standard "
 		    "input (llm-tokenize -m MODEL 'TEXT' | llm-decode -m MODEL)", argv[optind]);
+	/* the grammar: as given, from a file, or made of a JSON schema (the schema's own errors name its place) */
+	if (!!grammar + !!grammar_file + !!schema > 1)
+		die(2, "%s and %s conflict: one grammar", grammar ? "--grammar" : "--grammar-file",
+		    schema ? "--json-schema" : "--grammar-file");
+	if (schema && *schema == '@')
+		grammar_file = schema + 1;
+	if (grammar_file) {
+		const char *opt = schema ? "--json-schema @" : "--grammar-file ";
+		FILE *fp = strcmp(grammar_file, "-") == 0 ? NULL : fopen(grammar_file, "r");
+		if (strcmp(grammar_file, "-") == 0)
+			die(2, "%s-: standard input carries the token ids", opt);
+		if (!fp || buf_read_all(&gtext, fp) < 0)
+			die(2, "%s%s:", opt, grammar_file);
+		fclose(fp);
+		buf_add(&gtext, "", 1);
+		gtext.n--;
+		grammar = gtext.s;
+	}
+	if (schema)
+		snprintf(glabel, sizeof glabel, "--json-schema%s%s", grammar_file ? " " : "",
+		    grammar_file ? grammar_file : "");
+	else
+		snprintf(glabel, sizeof glabel, "%s%s", grammar_file ? "--grammar-file " : "--grammar",
+		    grammar_file ? grammar_file : "");
+	if (schema) {
+		const char *text = grammar_file ? gtext.s : schema;
+		if (schema_to_gbnf(text, grammar_file ? gtext.n : strlen(text), &compiled) < 0)
+			die(2, "%s: %s", glabel, llm_err());
+		grammar = compiled;
+	}
+	if (grammar && grammar_parse(&gram, grammar, strlen(grammar)) < 0)
+		die(2, "%s: %s%s", glabel, schema ? "the grammar made of it: " : "", llm_err());
+	if (print_grammar) {
+		if (!grammar)
+			die(2, "--print-grammar needs --grammar, --grammar-file or --json-schema");
+		fputs(grammar, stdout);
+		if (*grammar && grammar[strlen(grammar) - 1] != '\n')
+			putchar('\n');
+		if (fflush(stdout) == EOF || ferror(stdout))
+			die(1, "stdout:");
+		return 0;
+	}
 	if (!r.model_path)
 		usage(2);
 	/* Options that contradict each other are refused, never resolved by their order. */
@@ -1132,23 +1181,8 @@ main(int argc, char *argv[])
 	r.seed = sa.seed;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
-	if (grammar && grammar_file)
-		die(2, "--grammar and --grammar-file conflict: one grammar");
-	if (grammar_file) {
-		FILE *fp = strcmp(grammar_file, "-") == 0 ? NULL : fopen(grammar_file, "r");
-		if (strcmp(grammar_file, "-") == 0)
-			die(2, "--grammar-file -: standard input carries the token ids");
-		if (!fp || buf_read_all(&gtext, fp) < 0)
-			die(2, "--grammar-file: %s:", grammar_file);
-		fclose(fp);
-		buf_add(&gtext, "", 1);
-		grammar = gtext.s;
-	}
 	if (grammar && (embed || (lines && do_score)))
-		die(2, "--grammar and %s: not yet", embed ? "--embed" : "--score --lines");
-	if (grammar && grammar_parse(&gram, grammar, strlen(grammar)) < 0)
-		die(2, "%s%s: %s", grammar_file ? "--grammar-file " : "--grammar",
-		    grammar_file ? grammar_file : "", llm_err());
+		die(2, "%s and %s: not yet", glabel, embed ? "--embed" : "--score --lines");
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
 		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
 		    "--kv-type-v");
@@ -1292,6 +1326,7 @@ main(int argc, char *argv[])
 	if (n_stops || grammar)
 		tok_free(&tok);
 	buf_free(&gtext);
+	free(compiled);
 	/* Only the positions the cache holds are saved: fed may run one past them. */
 	r.fed.n = (size_t)r.kv.seq_len;
 	status = finish(&r, end);

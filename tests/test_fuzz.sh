@@ -25,6 +25,7 @@ tokenizer_inputs_replay_cleanly() { replay tok; }
 kvdump_selections_replay_cleanly() { replay kvsel; }
 chat_inputs_replay_cleanly() { replay chat; }
 grammars_replay_cleanly() { replay grammar; }
+schemas_replay_cleanly() { replay schema; }
 
 t gguf_inputs_replay_cleanly
 t snapshot_inputs_replay_cleanly
@@ -33,3 +34,4 @@ t tokenizer_inputs_replay_cleanly
 t kvdump_selections_replay_cleanly
 t chat_inputs_replay_cleanly
 t grammars_replay_cleanly
+t schemas_replay_cleanly

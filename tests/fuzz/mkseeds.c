@@ -150,6 +150,18 @@ main(int argc, char *argv[])
 		("root ::= . [^a-z] \"\\u00e9\" \"\\x41\"?\0x1\xc3\xa9" "A"),
 		"root ::= a\na ::= \"x\" a | \"\"\0xxx",
 		"root ::= root \"a\"\0a", "root ::= ( \"a\" \0a", "x ::= y\0" };
+	/* JSON schemas */
+	static const char *schemas[] = {
+		("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+		    "\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":"
+		    "[\"a\",\"b\"]},\"maxItems\":3}},\"required\":[\"name\"]}"),
+		("{\"$defs\":{\"n\":{\"properties\":{\"v\":{\"type\":\"number\"},\"k\":{\"anyOf\":"
+		    "[{\"$ref\":\"#/$defs/n\"},{\"type\":\"null\"}]}},\"required\":[\"v\"],"
+		    "\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}"),
+		"{\"oneOf\":[{\"const\":{\"a\":[1,\"\\u00e9\"]}},{\"type\":[\"boolean\",\"null\"]}]}",
+		"{\"additionalProperties\":{\"type\":\"string\",\"minLength\":2}}",
+		"{\"items\":{\"$ref\":\"#\"},\"minItems\":1}", "true", "{}", "{\"format\":\"x\"}",
+		"[1, 2", "{\"$ref\":\"#\"}" };
 	char buf[256], name[32];
 	size_t i;
 	int v;
@@ -161,7 +173,7 @@ main(int argc, char *argv[])
 	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
 		die(1, "%s:", dir);
 	subdir("gguf"), subdir("snapshot"), subdir("tokstream"), subdir("tok"), subdir("kvsel");
-	subdir("chat"), subdir("grammar");
+	subdir("chat"), subdir("grammar"), subdir("schema");
 	models();
 	snapshots();
 	for (i = 0; i < sizeof streams / sizeof streams[0]; i++) {
@@ -188,6 +200,10 @@ main(int argc, char *argv[])
 		size_t n = strlen(z) + 1 + strlen(z + strlen(z) + 1);
 		snprintf(name, sizeof name, "%zu", i);
 		seed("grammar", name, z, n);
+	}
+	for (i = 0; i < sizeof schemas / sizeof schemas[0]; i++) {
+		snprintf(name, sizeof name, "%zu", i);
+		seed("schema", name, schemas[i], strlen(schemas[i]));
 	}
 	for (v = 0; v < 12; v++)
 		for (i = 0; i < sizeof selections / sizeof selections[0]; i++) {

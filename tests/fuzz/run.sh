@@ -14,7 +14,7 @@
 set -u
 : "${FUZZ_SECONDS:=60}"
 : "${CLANG:=clang}"
-targets=${*:-gguf snapshot tokstream tok kvsel chat grammar}
+targets=${*:-gguf snapshot tokstream tok kvsel chat grammar schema}
 B=tests/fuzz/build
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 CF="-std=c11 -O1 -g -D_DEFAULT_SOURCE -fno-omit-frame-pointer"

@@ -1,0 +1,866 @@
+/*
+ * schema.c: a JSON Schema compiled into GBNF.  Each schema becomes an
+ * expression (a rule's name, or a group); what needs a name of its own
+ * (an object's properties, a $ref's target) becomes a rule.  The shared
+ * pieces (a string, a number, any value) are written once, at the end,
+ * when something used them.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonread.h"
+#include "schema.h"
+#include "util.h"
+
+#define MAX_COUNT 1000		/* minLength, maxItems...: grammar.c's bound on a repetition */
+
+/* The types, as bits. */
+enum { T_NULL = 1, T_BOOLEAN = 2, T_INTEGER = 4, T_NUMBER = 8, T_STRING = 16, T_ARRAY = 32,
+	T_OBJECT = 64, T_ALL = 127 };
+static const char *const type_name[] = { "null", "boolean", "integer", "number", "string",
+	"array", "object" };
+
+/* The keywords, as bits. */
+enum { K_TYPE, K_PROPERTIES, K_REQUIRED, K_ADDITIONAL, K_ENUM, K_CONST, K_ITEMS, K_MINITEMS,
+	K_MAXITEMS, K_MINLENGTH, K_MAXLENGTH, K_ANYOF, K_ONEOF, K_ALLOF, K_REF, K_DEFS, K_ANNOT };
+#define B(k) (1u << (k))
+/* What may stand beside $ref, anyOf, allOf: what constrains nothing. */
+#define SIDE (B(K_DEFS) | B(K_ANNOT))
+
+static const struct {
+	const char *name;
+	int k;
+} keywords[] = {
+	{ "type", K_TYPE }, { "properties", K_PROPERTIES }, { "required", K_REQUIRED },
+	{ "additionalProperties", K_ADDITIONAL }, { "enum", K_ENUM }, { "const", K_CONST },
+	{ "items", K_ITEMS }, { "minItems", K_MINITEMS }, { "maxItems", K_MAXITEMS },
+	{ "minLength", K_MINLENGTH }, { "maxLength", K_MAXLENGTH }, { "anyOf", K_ANYOF },
+	{ "oneOf", K_ONEOF }, { "allOf", K_ALLOF }, { "$ref", K_REF }, { "$defs", K_DEFS },
+	{ "definitions", K_DEFS }, { "title", K_ANNOT }, { "description", K_ANNOT },
+	{ "default", K_ANNOT }, { "examples", K_ANNOT }, { "$comment", K_ANNOT },
+	{ "$schema", K_ANNOT }, { "$id", K_ANNOT }, { "deprecated", K_ANNOT },
+	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT },
+};
+
+/* The shared rules, as bits, and their text. */
+enum { U_SPACE = 1, U_CHAR = 2, U_STRING = 4, U_INTEGER = 8, U_NUMBER = 16, U_VALUE = 32 };
+
+struct ref {
+	const struct jv *node;
+	char *name, *path;
+	int done;
+};
+
+struct sc {
+	const struct jv *root;
+	struct buf rules;	/* the rules made, a line each */
+	struct buf path;	/* the JSON pointer of the schema at hand, NUL-ended */
+	int n_names;
+	unsigned used;
+	struct ref *refs;
+	int n_refs, cap_refs;
+	char none[300];		/* why the last schema found with no valid value has none */
+	int err;
+};
+
+static void
+put(struct buf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n >= (int)sizeof tmp)	/* what is long (names, literals, shared rules) goes through putn */
+		n = sizeof tmp - 1;
+	buf_add(b, tmp, (size_t)n);
+}
+
+static void
+putn(struct buf *b, const char *s, size_t n)
+{
+	buf_add(b, s, n);
+}
+
+static const char *
+where(struct sc *c)
+{
+	return c->path.n ? c->path.s : "/";
+}
+
+/* An error at the schema at hand: -1. */
+static int
+fail(struct sc *c, const char *fmt, ...)
+{
+	char msg[300];
+	va_list ap;
+
+	if (c->err)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	llm_seterr("%s: %s", where(c), msg);
+	c->err = 1;
+	return -1;
+}
+
+/* The schema at hand has no valid value, for this reason: 0. */
+static int
+none(struct sc *c, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(c->none, sizeof c->none, "%s: the schema has no valid value: %s", where(c), msg);
+	return 0;
+}
+
+/* The path one step down (a member's name or an index), undone by up(). */
+static size_t
+down(struct sc *c, const char *seg)
+{
+	size_t mark = c->path.n;
+
+	putn(&c->path, "/", 1);
+	for (; *seg; seg++)
+		if (*seg == '~')
+			putn(&c->path, "~0", 2);
+		else if (*seg == '/')
+			putn(&c->path, "~1", 2);
+		else
+			putn(&c->path, seg, 1);
+	putn(&c->path, "", 1);
+	c->path.n--;
+	return mark;
+}
+
+static void
+up(struct sc *c, size_t mark)
+{
+	c->path.n = mark;
+	c->path.s[mark] = 0;
+}
+
+/* A new rule's name, after the last step of the path. */
+static void
+new_name(struct sc *c, char *name, size_t size)
+{
+	const char *last = c->path.n ? strrchr(c->path.s, '/') + 1 : "root";
+	char hint[25];
+	size_t k = 0;
+
+	for (; *last && k < sizeof hint - 1; last++)
+		if ((*last >= 'a' && *last <= 'z') || (*last >= 'A' && *last <= 'Z') ||
+		    (*last >= '0' && *last <= '9'))
+			hint[k++] = *last;
+		else if (k && hint[k - 1] != '-')
+			hint[k++] = '-';
+	hint[k] = 0;
+	snprintf(name, size, "%s-%d", k ? hint : "s", ++c->n_names);
+}
+
+static void
+define(struct sc *c, const char *name, const struct buf *e)
+{
+	put(&c->rules, "%s ::= ", name);
+	putn(&c->rules, e->s, e->n);
+	putn(&c->rules, "\n", 1);
+}
+
+/* JSON's text for the string s[0..n). */
+static void
+json_string(struct buf *b, const char *s, size_t n)
+{
+	putn(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		switch (ch) {
+		case '"': putn(b, "\\\"", 2); break;
+		case '\\': putn(b, "\\\\", 2); break;
+		case '\b': putn(b, "\\b", 2); break;
+		case '\f': putn(b, "\\f", 2); break;
+		case '\n': putn(b, "\\n", 2); break;
+		case '\r': putn(b, "\\r", 2); break;
+		case '\t': putn(b, "\\t", 2); break;
+		default:
+			if (ch < 0x20)
+				put(b, "\\u%04x", ch);
+			else
+				putn(b, s + i, 1);
+		}
+	}
+	putn(b, "\"", 1);
+}
+
+/* A value as compact JSON. */
+static void
+json_text(struct buf *b, const struct jv *v)
+{
+	switch (v->type) {
+	case JV_NULL: putn(b, "null", 4); break;
+	case JV_TRUE: putn(b, "true", 4); break;
+	case JV_FALSE: putn(b, "false", 5); break;
+	case JV_NUMBER: putn(b, v->s, v->len); break;
+	case JV_STRING: json_string(b, v->s, v->len); break;
+	default:
+		putn(b, v->type == JV_ARRAY ? "[" : "{", 1);
+		for (int i = 0; i < v->n; i++) {
+			if (i)
+				putn(b, ",", 1);
+			if (v->type == JV_OBJECT) {
+				json_string(b, v->key[i], strlen(v->key[i]));
+				putn(b, ":", 1);
+			}
+			json_text(b, &v->v[i]);
+		}
+		putn(b, v->type == JV_ARRAY ? "]" : "}", 1);
+	}
+}
+
+/* A GBNF literal matching the text s[0..n) exactly. */
+static void
+literal(struct buf *b, const char *s, size_t n)
+{
+	putn(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\')
+			put(b, "\\%c", ch);
+		else if (ch < 0x20)
+			put(b, "\\x%02x", ch);
+		else
+			putn(b, s + i, 1);
+	}
+	putn(b, "\"", 1);
+}
+
+/* The literal of a value's compact JSON. */
+static void
+value_literal(struct buf *b, const struct jv *v)
+{
+	struct buf t = { 0 };
+
+	json_text(&t, v);
+	literal(b, t.s, t.n);
+	buf_free(&t);
+}
+
+/* The kinds of value v is, as type bits. */
+static unsigned
+kind(const struct jv *v)
+{
+	switch (v->type) {
+	case JV_NULL: return T_NULL;
+	case JV_TRUE: case JV_FALSE: return T_BOOLEAN;
+	case JV_STRING: return T_STRING;
+	case JV_ARRAY: return T_ARRAY;
+	case JV_OBJECT: return T_OBJECT;
+	default: {
+		double d = strtod(v->s, NULL);
+		return isfinite(d) && d == floor(d) ? T_NUMBER | T_INTEGER : T_NUMBER;
+	}
+	}
+}
+
+/* A count keyword (minLength...): 0 with *out (def if absent), or -1. */
+static int
+count(struct sc *c, const struct jv *s, const char *key, int def, int *out)
+{
+	const struct jv *v = jv_get(s, key);
+	long n = 0;
+
+	*out = def;
+	if (!v)
+		return 0;
+	if (v->type != JV_NUMBER || v->s[0] == '-' || strspn(v->s, "0123456789") != v->len)
+		return fail(c, "%s: expected a non-negative integer", key);
+	for (size_t i = 0; i < v->len && n <= MAX_COUNT; i++)
+		n = n * 10 + (v->s[i] - '0');
+	if (n > MAX_COUNT)
+		return fail(c, "%s %s: not supported above %d", key, v->s, MAX_COUNT);
+	*out = (int)n;
+	return 0;
+}
+
+/* The first keyword of s outside the bits allowed, or NULL. */
+static const char *
+other(const struct jv *s, unsigned allowed)
+{
+	for (int i = 0; i < s->n; i++)
+		for (size_t k = 0; k < sizeof keywords / sizeof *keywords; k++)
+			if (strcmp(s->key[i], keywords[k].name) == 0 && !(allowed & B(keywords[k].k)))
+				return s->key[i];
+	return NULL;
+}
+
+static int compile(struct sc *c, const struct jv *s, struct buf *e);
+
+/* A schema down the path at seg (and seg2): compile it into e. */
+static int
+compile_at(struct sc *c, const struct jv *s, const char *seg, const char *seg2, struct buf *e)
+{
+	size_t mark = down(c, seg);
+	int rc;
+
+	if (seg2)
+		down(c, seg2);
+	rc = compile(c, s, e);
+	up(c, mark);
+	return rc;
+}
+
+/* $ref: the rule of the schema it names, made later (so a schema can name itself). */
+static int
+ref(struct sc *c, const struct jv *r, struct buf *e)
+{
+	const struct jv *t = c->root;
+	const char *p;
+	struct buf seg = { 0 };
+	int i;
+
+	if (r->type != JV_STRING)
+		return fail(c, "$ref: expected a string");
+	if (r->s[0] != '#')
+		return fail(c, "$ref \"%s\": only references within the schema (\"#\", \"#/$defs/NAME\") "
+		    "are supported", r->s);
+	for (p = r->s + 1; *p && t;) {
+		if (*p != '/') {
+			buf_free(&seg);
+			return fail(c, "$ref \"%s\": not a JSON pointer", r->s);
+		}
+		seg.n = 0;
+		for (p++; *p && *p != '/'; p++)
+			if (*p == '~' && (p[1] == '0' || p[1] == '1'))
+				putn(&seg, p[1] == '0' ? "~" : "/", 1), p++;
+			else
+				putn(&seg, p, 1);
+		putn(&seg, "", 1);
+		if (t->type == JV_OBJECT)
+			t = jv_get(t, seg.s);
+		else if (t->type == JV_ARRAY && seg.n > 1 && strspn(seg.s, "0123456789") == seg.n - 1 &&
+		    atol(seg.s) < t->n)
+			t = &t->v[atol(seg.s)];
+		else
+			t = NULL;
+	}
+	buf_free(&seg);
+	if (!t)
+		return fail(c, "$ref \"%s\": no such place in the schema", r->s);
+	for (i = 0; i < c->n_refs && c->refs[i].node != t; i++)
+		;
+	if (i == c->n_refs) {
+		/* named after the place it names */
+		char name[64], *here = strdup(c->path.s);
+		size_t n = c->path.n;
+		if (c->n_refs == c->cap_refs) {
+			c->cap_refs = c->cap_refs ? 2 * c->cap_refs : 8;
+			c->refs = xrealloc(c->refs, (size_t)c->cap_refs * sizeof *c->refs);
+		}
+		up(c, 0);
+		putn(&c->path, r->s + 1, strlen(r->s + 1) + 1);
+		c->path.n--;
+		new_name(c, name, sizeof name);
+		c->refs[i] = (struct ref){ t, strdup(name), strdup(c->path.s), 0 };
+		c->n_refs++;
+		up(c, 0);
+		putn(&c->path, here, n + 1);
+		c->path.n--;
+		free(here);
+	}
+	put(e, "%s", c->refs[i].name);
+	return 1;
+}
+
+static int
+compile_string(struct sc *c, const struct jv *s, struct buf *e)
+{
+	int min, max;
+
+	if (count(c, s, "minLength", 0, &min) < 0 || count(c, s, "maxLength", -1, &max) < 0)
+		return -1;
+	if (max >= 0 && min > max)
+		return none(c, "minLength %d is more than maxLength %d", min, max);
+	if (min == 0 && max < 0) {
+		c->used |= U_STRING;
+		put(e, "json-string");
+		return 1;
+	}
+	c->used |= U_CHAR;
+	if (max < 0)
+		put(e, "( \"\\\"\" json-char{%d,} \"\\\"\" )", min);
+	else
+		put(e, "( \"\\\"\" json-char{%d,%d} \"\\\"\" )", min, max);
+	return 1;
+}
+
+static int
+compile_array(struct sc *c, const struct jv *s, struct buf *e)
+{
+	const struct jv *items = jv_get(s, "items");
+	struct buf it = { 0 };
+	int min, max, rc = 1;
+
+	if (count(c, s, "minItems", 0, &min) < 0 || count(c, s, "maxItems", -1, &max) < 0)
+		return -1;
+	if (max >= 0 && min > max)
+		return none(c, "minItems %d is more than maxItems %d", min, max);
+	c->used |= U_SPACE;
+	if (items && items->type == JV_ARRAY)
+		return fail(c, "items as an array of schemas (a tuple): not supported");
+	if (!items) {
+		c->used |= U_VALUE;
+		put(&it, "json-value");
+	} else if ((rc = compile_at(c, items, "items", NULL, &it)) < 0) {
+		buf_free(&it);
+		return -1;
+	}
+	if (rc == 0 && min > 0) {
+		buf_free(&it);
+		return 0;	/* why: the items' own reason */
+	}
+	if (rc == 0 || max == 0) {
+		put(e, "( \"[\" space \"]\" )");
+		buf_free(&it);
+		return 1;
+	}
+	/* an item, then the rest, each after a comma */
+	char name[64];
+	size_t mark = down(c, "items");
+	new_name(c, name, sizeof name);
+	up(c, mark);
+	define(c, name, &it);
+	buf_free(&it);
+	int lo = min > 0 ? min - 1 : 0, hi = max - 1;
+	put(e, "( \"[\" space %s%s ( space \",\" space %s )", min ? "" : "( ", name, name);
+	if (max < 0)
+		put(e, lo ? "{%d,}" : "*", lo);
+	else
+		put(e, "{%d,%d}", lo, hi);
+	put(e, " space %s\"]\" )", min ? "" : ")? ");
+	return 1;
+}
+
+static int
+compile_object(struct sc *c, const struct jv *s, struct buf *e)
+{
+	const struct jv *props = jv_get(s, "properties"), *req = jv_get(s, "required");
+	const struct jv *add = jv_get(s, "additionalProperties");
+	struct buf *kv = NULL;	/* each property's "name": value */
+	char **name = NULL;
+	int *need = NULL, n = 0, i, j, rc = 1;
+	char base[64];
+
+	if (props && props->type != JV_OBJECT)
+		return fail(c, "properties: expected an object of schemas");
+	if (req && req->type != JV_ARRAY)
+		return fail(c, "required: expected an array of names");
+	for (i = 0; req && i < req->n; i++) {
+		if (req->v[i].type != JV_STRING)
+			return fail(c, "required: expected an array of names");
+		for (j = 0; j < i; j++)
+			if (strcmp(req->v[j].s, req->v[i].s) == 0)
+				return fail(c, "required: \"%s\" is named twice", req->v[i].s);
+	}
+	c->used |= U_SPACE;
+	int np = props ? props->n : 0, nr = req ? req->n : 0;
+	kv = xcalloc((size_t)(np + nr) + 1, sizeof *kv);
+	name = xcalloc((size_t)(np + nr) + 1, sizeof *name);
+	need = xcalloc((size_t)(np + nr) + 1, sizeof *need);
+	/* the properties, in the schema's order; then the required ones it does not list */
+	for (i = 0; i < np + nr && rc > 0; i++) {
+		const char *key = i < np ? props->key[i] : req->v[i - np].s;
+		int required = 0, r;
+		struct buf v = { 0 };
+		for (j = 0; req && j < req->n; j++)
+			required |= strcmp(req->v[j].s, key) == 0;
+		if (i >= np && props && jv_get(props, key))
+			continue;
+		if (i < np)
+			r = compile_at(c, &props->v[i], "properties", key, &v);
+		else if (add && add->type == JV_FALSE) {
+			size_t mark = down(c, "required");
+			r = none(c, "\"%s\" is required, not among the properties, and "
+			    "additionalProperties is false", key);
+			up(c, mark);
+		} else if (add && add->type != JV_TRUE)
+			r = compile_at(c, add, "additionalProperties", NULL, &v);
+		else {
+			c->used |= U_VALUE;
+			put(&v, "json-value");
+			r = 1;
+		}
+		if (r <= 0 && (required || r < 0))
+			rc = r < 0 ? -1 : 0;
+		if (r > 0) {
+			json_string(&kv[n], key, strlen(key));
+			struct buf lit = { 0 };
+			literal(&lit, kv[n].s, kv[n].n);
+			kv[n].n = 0;
+			putn(&kv[n], lit.s, lit.n);
+			buf_free(&lit);
+			put(&kv[n], " space \":\" space ");
+			putn(&kv[n], v.s, v.n);
+			name[n] = (char *)key, need[n] = required, n++;
+		}
+		buf_free(&v);
+	}
+	if (rc <= 0)
+		goto out;
+	if (n == 0) {
+		struct buf v = { 0 };
+		if (!add || add->type == JV_TRUE) {
+			c->used |= U_VALUE;
+			put(e, "json-object");
+		} else if (add->type == JV_FALSE ||
+		    (rc = compile_at(c, add, "additionalProperties", NULL, &v)) == 0) {
+			put(e, "( \"{\" space \"}\" )");
+			rc = 1;
+		} else if (rc > 0) {
+			/* a map: any names, each value add's */
+			char m[64];
+			size_t mark = down(c, "additionalProperties");
+			new_name(c, m, sizeof m);
+			up(c, mark);
+			define(c, m, &v);
+			c->used |= U_STRING;
+			put(e, "( \"{\" space ( json-string space \":\" space %s ( space \",\" space "
+			    "json-string space \":\" space %s )* space )? \"}\" )", m, m);
+		}
+		buf_free(&v);
+		goto out;
+	}
+	/*
+	 * Property i on, after one written: rest_i ::= ( space "," space KV_i )? rest_{i+1},
+	 * the "?" only if it is optional.  Property i on, none written yet:
+	 * first_i ::= KV_i rest_{i+1}, or if it is optional, that | first_{i+1}.
+	 */
+	new_name(c, base, sizeof base);
+	/* first_0 is the object's; first_{i+1} is first_i's when property i is optional */
+	int *first = xcalloc((size_t)n + 1, sizeof *first), empty = 1;
+	first[0] = 1;
+	for (i = 0; i < n; i++) {
+		first[i + 1] = first[i] && !need[i];
+		empty &= !need[i];
+	}
+	for (i = n - 1; i >= 0; i--) {
+		struct buf r = { 0 }, f = { 0 };
+		char rn[80], fn[80];
+		snprintf(rn, sizeof rn, "%s-r%d", base, i);
+		snprintf(fn, sizeof fn, "%s-f%d", base, i);
+		if (i > 0) {	/* rest_0 follows nothing */
+			put(&r, "( space \",\" space ");
+			putn(&r, kv[i].s, kv[i].n);
+			put(&r, " )%s", need[i] ? "" : "?");
+			if (i + 1 < n)
+				put(&r, " %s-r%d", base, i + 1);
+			define(c, rn, &r);
+		}
+		if (first[i]) {
+			putn(&f, kv[i].s, kv[i].n);
+			if (i + 1 < n)
+				put(&f, " %s-r%d", base, i + 1);
+			if (first[i + 1] && i + 1 < n)
+				put(&f, " | %s-f%d", base, i + 1);
+			define(c, fn, &f);
+		}
+		buf_free(&r), buf_free(&f);
+	}
+	free(first);
+	if (empty)	/* all optional: the object may be empty */
+		put(e, "( \"{\" space ( %s-f0 space )? \"}\" )", base);
+	else
+		put(e, "( \"{\" space %s-f0 space \"}\" )", base);
+out:
+	for (i = 0; i < np + nr; i++)
+		buf_free(&kv[i]);
+	free(kv), free(name), free(need);
+	return rc;
+}
+
+static int
+compile_type(struct sc *c, const struct jv *s, unsigned t, struct buf *e)
+{
+	switch (t) {
+	case T_NULL: put(e, "\"null\""); return 1;
+	case T_BOOLEAN: put(e, "( \"true\" | \"false\" )"); return 1;
+	case T_INTEGER: c->used |= U_INTEGER; put(e, "json-integer"); return 1;
+	case T_NUMBER: c->used |= U_NUMBER; put(e, "json-number"); return 1;
+	case T_STRING: return compile_string(c, s, e);
+	case T_ARRAY: return compile_array(c, s, e);
+	default: return compile_object(c, s, e);
+	}
+}
+
+/* The types s allows: its "type", or what its keywords imply, or all. */
+static int
+types(struct sc *c, const struct jv *s, unsigned have, unsigned *out)
+{
+	const struct jv *t = jv_get(s, "type");
+	unsigned m = 0;
+
+	if (!t) {
+		if (have & (B(K_PROPERTIES) | B(K_REQUIRED) | B(K_ADDITIONAL)))
+			m |= T_OBJECT;
+		if (have & (B(K_ITEMS) | B(K_MINITEMS) | B(K_MAXITEMS)))
+			m |= T_ARRAY;
+		if (have & (B(K_MINLENGTH) | B(K_MAXLENGTH)))
+			m |= T_STRING;
+		*out = m ? m : T_ALL;
+		return 0;
+	}
+	if (t->type != JV_STRING && (t->type != JV_ARRAY || t->n == 0))
+		return fail(c, "type: expected a type's name or a list of them");
+	for (int i = 0; i < (t->type == JV_ARRAY ? t->n : 1); i++) {
+		const struct jv *v = t->type == JV_ARRAY ? &t->v[i] : t;
+		int k;
+		if (v->type != JV_STRING)
+			return fail(c, "type: expected a type's name or a list of them");
+		for (k = 0; k < 7 && strcmp(type_name[k], v->s) != 0; k++)
+			;
+		if (k == 7)
+			return fail(c, "type: unknown type \"%s\"", v->s);
+		m |= 1u << k;
+	}
+	*out = m;
+	return 0;
+}
+
+/* enum, const: the values of the types allowed, each as its compact JSON. */
+static int
+compile_enum(struct sc *c, const struct jv *s, unsigned have, struct buf *e)
+{
+	const struct jv *en = jv_get(s, "enum"), *k = jv_get(s, "const");
+	const char *o = other(s, SIDE | B(K_TYPE) | B(K_ENUM) | B(K_CONST));
+	unsigned m;
+	int n = 0;
+
+	if (o)
+		return fail(c, "\"%s\" beside \"%s\": not supported", o, en ? "enum" : "const");
+	if (en && k)
+		return fail(c, "\"enum\" beside \"const\": not supported");
+	if (en && (en->type != JV_ARRAY || en->n == 0))
+		return fail(c, "enum: expected a non-empty array of values");
+	if (types(c, s, have, &m) < 0)
+		return -1;
+	if (m & T_NUMBER)
+		m |= T_INTEGER;
+	put(e, "( ");
+	for (int i = 0; i < (en ? en->n : 1); i++) {
+		const struct jv *v = en ? &en->v[i] : k;
+		if (!(kind(v) & m))
+			continue;
+		if (n++)
+			put(e, " | ");
+		value_literal(e, v);
+	}
+	put(e, " )");
+	if (n == 0)
+		return none(c, "no value of its %s is of its type", en ? "enum" : "const");
+	return 1;
+}
+
+/* anyOf, oneOf (as anyOf: a value may match more than one), allOf of one. */
+static int
+compile_of(struct sc *c, const struct jv *s, const char *kw, struct buf *e)
+{
+	const struct jv *a = jv_get(s, kw);
+	const char *o = other(s, SIDE | B(strcmp(kw, "allOf") == 0 ? K_ALLOF :
+	    strcmp(kw, "anyOf") == 0 ? K_ANYOF : K_ONEOF));
+	int n = 0;
+	char idx[16];
+
+	if (o)
+		return fail(c, "\"%s\" beside \"%s\": not supported", o, kw);
+	if (a->type != JV_ARRAY || a->n == 0)
+		return fail(c, "%s: expected a non-empty array of schemas", kw);
+	if (strcmp(kw, "allOf") == 0 && a->n > 1)
+		return fail(c, "allOf of more than one schema: not supported");
+	put(e, "( ");
+	for (int i = 0; i < a->n; i++) {
+		struct buf b = { 0 };
+		snprintf(idx, sizeof idx, "%d", i);
+		int rc = compile_at(c, &a->v[i], kw, idx, &b);
+		if (rc < 0) {
+			buf_free(&b);
+			return -1;
+		}
+		if (rc > 0) {
+			if (n++)
+				put(e, " | ");
+			putn(e, b.s, b.n);
+		}
+		buf_free(&b);
+	}
+	put(e, " )");
+	return n > 0;	/* none: the last branch's reason */
+}
+
+/* A schema into an expression (a name, or a group) appended to e: 1, 0 (no valid value), -1. */
+static int
+compile(struct sc *c, const struct jv *s, struct buf *e)
+{
+	unsigned have = 0, m;
+	int i, n = 0;
+
+	if (s->type == JV_TRUE) {
+		c->used |= U_VALUE;
+		put(e, "json-value");
+		return 1;
+	}
+	if (s->type == JV_FALSE)
+		return none(c, "it is false");
+	if (s->type != JV_OBJECT)
+		return fail(c, "expected a schema (an object, true or false)");
+	for (i = 0; i < s->n; i++) {
+		size_t k;
+		for (k = 0; k < sizeof keywords / sizeof *keywords; k++)
+			if (strcmp(s->key[i], keywords[k].name) == 0)
+				break;
+		if (k == sizeof keywords / sizeof *keywords)
+			return fail(c, "unsupported keyword \"%s\"", s->key[i]);
+		have |= B(keywords[k].k);
+	}
+	if (have & B(K_REF)) {
+		const char *o = other(s, SIDE | B(K_REF));
+		if (o)
+			return fail(c, "\"%s\" beside \"$ref\": not supported", o);
+		return ref(c, jv_get(s, "$ref"), e);
+	}
+	if ((have & B(K_ANYOF)) && (have & B(K_ONEOF)))
+		return fail(c, "\"anyOf\" beside \"oneOf\": not supported");
+	if (have & (B(K_ANYOF) | B(K_ONEOF) | B(K_ALLOF)))
+		return compile_of(c, s, have & B(K_ANYOF) ? "anyOf" : have & B(K_ONEOF) ? "oneOf" :
+		    "allOf", e);
+	if (have & (B(K_ENUM) | B(K_CONST)))
+		return compile_enum(c, s, have, e);
+	if (types(c, s, have, &m) < 0)
+		return -1;
+	if (m == T_ALL && !(have & ~SIDE & ~B(K_TYPE))) {
+		c->used |= U_VALUE;
+		put(e, "json-value");
+		return 1;
+	}
+	if ((m & T_NUMBER) && (m & T_INTEGER))
+		m &= ~T_INTEGER;	/* the numbers hold the integers */
+	struct buf alt = { 0 };
+	int rc = 0;
+	for (unsigned t = 1; t <= T_OBJECT; t <<= 1) {
+		struct buf b = { 0 };
+		if (!(m & t))
+			continue;
+		if ((rc = compile_type(c, s, t, &b)) < 0) {
+			buf_free(&b), buf_free(&alt);
+			return -1;
+		}
+		if (rc > 0) {
+			if (n++)
+				put(&alt, " | ");
+			putn(&alt, b.s, b.n);
+		}
+		buf_free(&b);
+	}
+	if (n == 1)
+		putn(e, alt.s, alt.n);
+	else if (n > 1) {
+		put(e, "( ");
+		putn(e, alt.s, alt.n);
+		put(e, " )");
+	}
+	buf_free(&alt);
+	return n > 0;
+}
+
+static const char shared_space[] = "space ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n";
+static const char shared_char[] =
+    "json-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-Ce-fE-F] "
+    "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n";
+static const char shared_string[] = "json-string ::= \"\\\"\" json-char* \"\\\"\"\n";
+static const char shared_integer[] = "json-integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n";
+static const char shared_number[] =
+    "json-number ::= json-integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n";
+static const char shared_value[] =
+    "json-value ::= json-object | json-array | json-string | json-number | \"true\" | \"false\" "
+    "| \"null\"\n"
+    "json-object ::= \"{\" space ( json-string space \":\" space json-value ( space \",\" space "
+    "json-string space \":\" space json-value )* space )? \"}\"\n"
+    "json-array ::= \"[\" space ( json-value ( space \",\" space json-value )* space )? \"]\"\n";
+
+int
+schema_to_gbnf(const char *text, size_t n, char **gbnf)
+{
+	struct jv root;
+	struct sc c = { 0 };
+	struct buf e = { 0 }, out = { 0 };
+	int rc;
+
+	if (jv_parse(&root, text, n) < 0)
+		return -1;
+	c.root = &root;
+	putn(&c.path, "", 1);
+	c.path.n = 0;
+	/* "#" names the root */
+	c.refs = xcalloc(1, sizeof *c.refs);
+	c.refs[0] = (struct ref){ &root, strdup("root"), strdup(""), 1 };
+	c.n_refs = c.cap_refs = 1;
+	rc = compile(&c, &root, &e);
+	if (rc > 0) {
+		put(&out, "root ::= ");
+		putn(&out, e.s, e.n);
+		put(&out, "\n");
+	}
+	/* the schemas $ref names, each once (their own may add more) */
+	for (int i = 1; i < c.n_refs && rc > 0; i++) {
+		e.n = 0;
+		up(&c, 0);
+		putn(&c.path, c.refs[i].path, strlen(c.refs[i].path) + 1);
+		c.path.n--;
+		rc = compile(&c, c.refs[i].node, &e);
+		if (rc == 0) {	/* named by a $ref: refused even where the reference is optional */
+			llm_seterr("%s", c.none);
+			rc = -1;
+		}
+		if (rc > 0)
+			define(&c, c.refs[i].name, &e);
+	}
+	if (rc == 0)
+		llm_seterr("%s", c.none);
+	if (rc > 0) {
+		if (c.used & U_VALUE)
+			c.used |= U_STRING | U_NUMBER | U_SPACE;
+		if (c.used & U_STRING)
+			c.used |= U_CHAR;
+		if (c.used & U_NUMBER)
+			c.used |= U_INTEGER;
+		putn(&out, c.rules.s, c.rules.n);
+		if (c.used & U_VALUE)
+			putn(&out, shared_value, strlen(shared_value));
+		if (c.used & U_SPACE)
+			putn(&out, shared_space, strlen(shared_space));
+		if (c.used & U_STRING)
+			putn(&out, shared_string, strlen(shared_string));
+		if (c.used & U_CHAR)
+			putn(&out, shared_char, strlen(shared_char));
+		if (c.used & U_NUMBER)
+			putn(&out, shared_number, strlen(shared_number));
+		if (c.used & U_INTEGER)
+			putn(&out, shared_integer, strlen(shared_integer));
+		putn(&out, "", 1);
+		*gbnf = out.s;
+	} else
+		buf_free(&out);
+	for (int i = 0; i < c.n_refs; i++)
+		free(c.refs[i].name), free(c.refs[i].path);
+	free(c.refs);
+	buf_free(&c.rules), buf_free(&c.path), buf_free(&e);
+	jv_free(&root);
+	return rc > 0 ? 0 : -1;
+}

@@ -1,0 +1,257 @@
+#!/bin/sh
+# llm-decode --json-schema: generation constrained to JSON that validates.
+# The outputs are checked by Python's json and jsonschema, not the engine.
+. tests/lib.sh
+D="$BIN/llm-decode"
+T="$BIN/llm-tokenize"
+
+# name, then the schema (JSON has no raw tab)
+cat >"$TMP/schemas" <<'EOF'
+record	{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer"},"ok":{"type":"boolean"},"tags":{"type":"array","items":{"enum":["red","green","blue"]},"maxItems":3}},"required":["name","age"]}
+point	{"title":"a point","type":"object","properties":{"kind":{"const":"point"},"at":{"type":"array","items":{"type":"number"},"minItems":2,"maxItems":2},"label":{"anyOf":[{"type":"string","minLength":1,"maxLength":5},{"type":"null"}]}},"required":["kind","at","label"],"additionalProperties":false}
+tree	{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v"]}},"$ref":"#/$defs/node"}
+enum	{"enum":["yes","no",1,null,{"a":[true]}]}
+map	{"type":"object","additionalProperties":{"type":"boolean"}}
+types	{"type":["integer","string","boolean"],"maxLength":4}
+oneof	{"oneOf":[{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false},{"type":"array","items":{"type":"string","maxLength":3},"minItems":1,"maxItems":2}]}
+optional	{"type":"object","properties":{"a":{"type":"null"},"b":{"type":"boolean"},"c":{"type":"string","minLength":2}}}
+any	{}
+EOF
+
+have_jsonschema() {
+	command -v python3 >/dev/null || fail "python3 is needed"
+	python3 -c 'import jsonschema' 2>/dev/null ||
+		skip "python3's jsonschema module is not installed (Debian: python3-jsonschema)"
+}
+
+# validate SCHEMAFILE TEXTFILE [any]: the text is JSON that validates,
+# and (unless any) an object's members come in the order of the schema's properties.
+validate() {
+	python3 -c 'import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+text = open(sys.argv[2], encoding="utf-8").read()
+v = json.loads(text)
+jsonschema.Draft202012Validator(schema).validate(v)
+if len(sys.argv) < 4 and isinstance(v, dict) and "properties" in schema:
+    order = [k for k in schema["properties"] if k in v]
+    if list(v) != order:
+        sys.exit("out of order: %r" % list(v))' "$@"
+}
+
+# Outputs for many seeds, on a random model with a 49152-token
+# vocabulary, the tiny one, and stories260K: each is whole (and then it
+# validates) or cut by -n (and then --score says it is a start).  Most
+# schemas complete within -n; an open one (a map's names, any value) may not.
+check_model() {
+	m=$1
+	completed=0
+	while IFS='	' read -r name s; do
+		printf '%s\n' "$s" >"$TMP/$name.json"
+		whole=0
+		for seed in 1 2 3 4 5 6; do
+			echo 1 >"$TMP/ids"
+			echo 1 | "$D" -m "$m" --json-schema "$s" -n 150 --seed $seed >>"$TMP/ids" ||
+				fail "$name, seed $seed: exit $?"
+			"$D" -m "$m" --score --json-schema "@$TMP/$name.json" <"$TMP/ids" >"$TMP/score" 2>"$TMP/err"
+			rc=$?
+			"$T" -m "$m" -d -n <"$TMP/ids" >"$TMP/text"
+			case $rc in
+			0)	whole=$((whole + 1))
+				validate "$TMP/$name.json" "$TMP/text" ||
+					fail "$name, seed $seed: $(cat "$TMP/text")" ;;
+			3)	[ "$(wc -l <"$TMP/ids")" -eq 151 ] ||
+					fail "$name, seed $seed: a start, but not cut by -n: $(cat "$TMP/text")" ;;
+			*)	fail "$name, seed $seed: exit $rc: $(cat "$TMP/err")" ;;
+			esac
+		done
+		[ $whole -gt 0 ] && completed=$((completed + 1))
+	done <"$TMP/schemas"
+	[ $completed -ge 6 ] || fail "$m: only $completed schemas of 9 completed"
+}
+
+outputs_validate_on_a_random_model() {
+	have_jsonschema
+	[ -f "$TMP/v49152.gguf" ] || "$PWD/tools/mkmodel" -t q8_0 -v 49152 -o "$TMP/v49152.gguf" >&2 ||
+		fail "mkmodel"
+	check_model "$TMP/v49152.gguf"
+	check_model "$(tiny f32)"
+}
+
+outputs_validate_on_stories260K() {
+	need "$SHARED/models/stories260K.gguf"
+	have_jsonschema
+	check_model "$SHARED/models/stories260K.gguf"
+}
+
+# Texts scored under a schema: whole, a start, or left; Python's
+# jsonschema agrees (valid, not JSON yet, invalid) but where the grammar
+# is narrower by design (left*: members out of order, or not declared,
+# surrogate escapes, more than 16 digits).
+texts_are_judged_as_a_validator_judges_them() {
+	have_jsonschema
+	m=$(tiny f32)
+	n=0
+	while IFS='	' read -r name text want; do
+		s=$(sed -n "s/^$name	//p" "$TMP/schemas")
+		printf '%s\n' "$s" >"$TMP/s.json"
+		printf '%s' "$text" >"$TMP/text"
+		"$T" -m "$m" -- "$text" | "$D" -m "$m" --score --json-schema "$s" >"$TMP/out" 2>/dev/null
+		rc=$?
+		case "$want" in
+		whole)	[ $rc -eq 0 ] || fail "$name: $text: exit $rc"
+			validate "$TMP/s.json" "$TMP/text" || fail "$name: $text: the validator refuses it" ;;
+		start)	[ $rc -eq 3 ] || fail "$name: $text: exit $rc"
+			python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/text" 2>/dev/null &&
+				fail "$name: $text: JSON already" ;;
+		left)	[ $rc -eq 4 ] || fail "$name: $text: exit $rc"
+			validate "$TMP/s.json" "$TMP/text" 2>/dev/null && fail "$name: $text: the validator takes it" ;;
+		left\*)	[ $rc -eq 4 ] || fail "$name: $text: exit $rc"
+			validate "$TMP/s.json" "$TMP/text" any || fail "$name: $text: not valid, so not narrower" ;;
+		esac
+		n=$((n + 1))
+	done <<'EOF'
+record	{"name": "bob", "age": 3}	whole
+record	{"name":"x","age":-12,"ok":true,"tags":["red", "blue"]}	whole
+record	{ "name" : "x" ,"age":0 , "tags" : [ ] }	whole
+record	{"name": "\u00e9t\u00e9 \"q\"", "age": 0}	whole
+record	{"name":"x","age":1	start
+record	{"age":3}	left
+record	{"name":"x"}	left
+record	{"name":"x","age":1.5}	left
+record	{"name":"x","age":01}	left
+record	{"name":"x","age":1,"tags":["red","red","red","red"]}	left
+record	{"name":"abcdefghijklm","age":1}	left
+record	{"name":"x","age":1,"tags":["pink"]}	left
+record	{"age":1,"name":"x"}	left*
+record	{"name":"x","age":1,"color":"red"}	left*
+record	{"name":"\ud83d\ude00","age":1}	left*
+record	{"name":"x","age":12345678901234567}	left*
+point	{"kind":"point","at":[1.5,-2e3],"label":null}	whole
+point	{"kind":"point","at":[0,1E-2],"label":"abc"}	whole
+point	{"kind":"point","at":[1],"label":null}	left
+point	{"kind":"line","at":[0,0],"label":null}	left
+point	{"kind":"point","at":[0,0],"label":"abcdef"}	left
+point	{"kind":"point","at":[0,0],"label":""}	left
+point	{"kind":"point","at":[0,0]}	left
+tree	{"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]}	whole
+tree	{"v":1,"kids":[{"v":2},{"v":3},{"v":4}]}	left
+tree	{"v":1,"kids":[{}]}	left
+enum	{"a":[true]}	whole
+enum	null	whole
+enum	1	whole
+enum	"no"	whole
+enum	2	left
+enum	"maybe"	left
+map	{"x": true, "y z": false}	whole
+map	{}	whole
+map	{"x": 1}	left
+types	"abcd"	whole
+types	-7	whole
+types	false	whole
+types	"abcde"	left
+types	null	left
+oneof	{"n":5}	whole
+oneof	["ab","c"]	whole
+oneof	[]	left
+oneof	["abcd"]	left
+oneof	{"n":5,"m":1}	left
+optional	{}	whole
+optional	{"c":"xy"}	whole
+optional	{"a":null,"c":"xyz"}	whole
+optional	{"b":true}	whole
+optional	{"c":"x"}	left
+optional	{"a":null,}	left
+any	{"a": [1, {"b": null}], "c": "d"}	whole
+any	[1, 2	start
+EOF
+	[ $n -eq 53 ] || fail "$n cases read"
+}
+
+# A schema that cannot be used: exit 2, one line naming the place, before any work (no model is read).
+bad_schemas_are_usage_errors() {
+	while IFS='	' read -r s want; do
+		echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema "$s" >"$TMP/out" 2>"$TMP/err"
+		rc=$?
+		[ $rc -eq 2 ] || fail "exit $rc for: $s: $(cat "$TMP/err")"
+		[ ! -s "$TMP/out" ] || fail "output for: $s"
+		[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "not one line: $(cat "$TMP/err")"
+		grep -qF -- "llm-decode: --json-schema: $want" "$TMP/err" || fail "$s: $(cat "$TMP/err")"
+	done <<'EOF'
+{"properties":{"age":{"type":"integer","format":"int32"}}}	/properties/age: unsupported keyword "format"
+{"items":{"minimum":0}}	/items: unsupported keyword "minimum"
+{"properties":{"a/b":{"pattern":"x"}}}	/properties/a~1b: unsupported keyword "pattern"
+{"type":"strin"}	/: type: unknown type "strin"
+{"type":[]}	/: type: expected a type's name or a list of them
+false	/: the schema has no valid value: it is false
+{"properties":{"a":{"enum":[1]},"b":{"type":"string","minLength":3,"maxLength":2}},"required":["b"]}	/properties/b: the schema has no valid value: minLength 3 is more than maxLength 2
+{"type":"integer","enum":["a",1.5]}	/: the schema has no valid value: no value of its enum is of its type
+{"required":["x"],"additionalProperties":false}	/required: the schema has no valid value: "x" is required
+{"type":"array","minItems":1,"items":false}	/items: the schema has no valid value: it is false
+{"$ref":"#/$defs/x"}	/: $ref "#/$defs/x": no such place in the schema
+{"$ref":"other.json#/x"}	/: $ref "other.json#/x": only references within the schema
+{"$ref":"#"}	the grammar made of it: rule 'root' is left-recursive
+{"type":"string","$ref":"#/$defs/x"}	/: "type" beside "$ref": not supported
+{"allOf":[{},{}]}	/: allOf of more than one schema: not supported
+{"anyOf":[]}	/: anyOf: expected a non-empty array of schemas
+{"type":"string","maxLength":1001}	/: maxLength 1001: not supported above 1000
+{"type":"string","maxLength":-1}	/: maxLength: expected a non-negative integer
+{"items":[{}]}	/: items as an array of schemas (a tuple): not supported
+{"required":"a"}	/: required: expected an array of names
+{"a":	1:6: unexpected end of the text: expected a value
+{"a":1,"a":2}	1:8: a name given twice in one object
+{"a":1} x	1:9: text after the value
+"\x"	1:2: an unknown escape in a string
+EOF
+	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema '' 2>"$TMP/err"
+	[ $? -eq 2 ] && grep -qF -- '--json-schema: 1:1: unexpected end of the text' "$TMP/err" || fail "'': $(cat "$TMP/err")"
+	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema @"$TMP/none.json" 2>"$TMP/err"
+	[ $? -eq 2 ] && grep -qF -- "--json-schema @$TMP/none.json: No such file" "$TMP/err" || fail "$(cat "$TMP/err")"
+	printf '{\n  "type": "object",\n  "properties": {"x": {"format": "date"}}\n}\n' >"$TMP/bad.json"
+	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema @"$TMP/bad.json" 2>"$TMP/err"
+	[ $? -eq 2 ] && grep -qF -- "--json-schema $TMP/bad.json: /properties/x: unsupported keyword \"format\"" "$TMP/err" ||
+		fail "$(cat "$TMP/err")"
+	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema @- 2>"$TMP/err"
+	[ $? -eq 2 ] && grep -qF -- "--json-schema @-: standard input carries the token ids" "$TMP/err" || fail "$(cat "$TMP/err")"
+	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema '{}' --grammar 'root ::= "a"' 2>"$TMP/err"
+	[ $? -eq 2 ] && grep -qF -- "conflict: one grammar" "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
+# --print-grammar: the grammar a schema makes, which as --grammar-file
+# generates the same tokens; @FILE and the text alike.
+printed_grammar_generates_the_same() {
+	m=$(tiny q8_0)
+	s=$(sed -n 's/^record	//p' "$TMP/schemas")
+	printf '%s\n' "$s" >"$TMP/r.json"
+	"$D" --print-grammar --json-schema "$s" >"$TMP/r.gbnf" || fail "exit $?"
+	grep -q '^root ::= ' "$TMP/r.gbnf" || fail "$(cat "$TMP/r.gbnf")"
+	"$D" --print-grammar --grammar-file "$TMP/r.gbnf" | cmp -s - "$TMP/r.gbnf" || fail "printed again, it differs"
+	for seed in 1 2 3; do
+		echo 1 | "$D" -m "$m" --json-schema "$s" -n 100 --seed $seed >"$TMP/a" || fail "exit $?"
+		echo 1 | "$D" -m "$m" --json-schema "@$TMP/r.json" -n 100 --seed $seed >"$TMP/b" || fail "exit $?"
+		echo 1 | "$D" -m "$m" --grammar-file "$TMP/r.gbnf" -n 100 --seed $seed >"$TMP/c" || fail "exit $?"
+		[ -s "$TMP/a" ] && cmp -s "$TMP/a" "$TMP/b" && cmp -s "$TMP/a" "$TMP/c" || fail "seed $seed differs"
+	done
+	"$D" --print-grammar 2>"$TMP/err"
+	[ $? -eq 2 ] && grep -q 'needs --grammar' "$TMP/err" || fail "$(cat "$TMP/err")"
+}
+
+# --lines: each line validates on its own, as its solo run.
+lines_under_a_schema_are_their_solo_runs() {
+	m=$(tiny q8_0)
+	s=$(sed -n 's/^point	//p' "$TMP/schemas")
+	printf '1 5 9\n1\n1 200 3 4\n' >"$TMP/qs"
+	: >"$TMP/solo"
+	while read -r q; do
+		printf '%s\n' $q | "$D" -m "$m" --json-schema "$s" -n 60 --seed 5 | tr '\n' ' ' | sed 's/ $//' >>"$TMP/solo"
+		echo >>"$TMP/solo"
+	done <"$TMP/qs"
+	"$D" -m "$m" --lines -P 3 --json-schema "$s" -n 60 --seed 5 <"$TMP/qs" >"$TMP/lines" || fail "exit $?"
+	[ -s "$TMP/lines" ] && cmp -s "$TMP/solo" "$TMP/lines" || fail "$(cat "$TMP/lines")"
+}
+
+t bad_schemas_are_usage_errors
+t texts_are_judged_as_a_validator_judges_them
+t outputs_validate_on_a_random_model
+t outputs_validate_on_stories260K
+t printed_grammar_generates_the_same
+t lines_under_a_schema_are_their_solo_runs
