@@ -47,6 +47,30 @@ model() {
 # make as a user runs it, not as a sub-make of make check
 umake() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory "$@"; }
 
+# examples/classify.sh: a label of those given on every line, as the
+# grammar would give it alone; a line too long gets an empty label and exit 1.
+classify_labels_every_line() {
+	m=$(model)
+	printf 'The cake was good.\nThe dog was sad, "very" sad.\n\nA cat; $(rm -rf /) `x`\n' >"$TMP/lines"
+	(cd /tmp && sh "$OLDPWD/examples/classify.sh" -m "$m" -q ' Happy or sad?' "$TMP/lines" happy sad) \
+		>"$TMP/labels" || fail "exit $?"
+	[ "$(wc -l <"$TMP/labels")" -eq 4 ] || fail "$(cat "$TMP/labels")"
+	cut -f 2- "$TMP/labels" | cmp -s - "$TMP/lines" || fail "the lines are not kept: $(cat "$TMP/labels")"
+	cut -f 1 "$TMP/labels" | grep -vqxE 'happy|sad' && fail "not a label: $(cat "$TMP/labels")"
+	# line 2's label is its own run's
+	printf '%s' 'The dog was sad, "very" sad. Happy or sad?' | "$BIN/llm-tokenize" -m "$m" |
+		"$BIN/llm-decode" -m "$m" --greedy -q --grammar 'root ::= " happy" | " sad"' |
+		"$BIN/llm-tokenize" -m "$m" -d -n >"$TMP/alone"
+	[ " $(sed -n 2p "$TMP/labels" | cut -f 1)" = "$(cat "$TMP/alone")" ] || fail "line 2: $(cat "$TMP/alone")"
+	# a line past the context: an empty label, the others kept, exit 1
+	{ head -n 1 "$TMP/lines"; seq 1 3000 | tr '\n' ' '; echo; } >"$TMP/long"
+	sh examples/classify.sh -m "$m" "$TMP/long" yes no >"$TMP/labels" 2>"$TMP/err" && fail "exit 0"
+	[ "$(sed -n 2p "$TMP/labels" | cut -f 1)" = "" ] && grep -qxE '(yes|no)	The cake was good.' "$TMP/labels" ||
+		fail "$(cut -c 1-40 "$TMP/labels")"
+	grep -q 'line 2' "$TMP/err" || fail "$(cat "$TMP/err")"
+	sh examples/classify.sh -m "$m" "$TMP/lines" yes 2>/dev/null; [ $? -eq 2 ] || fail "one label: not a usage error"
+}
+
 # examples/Makefile: the prefix once, each answer from it, two at a time.
 makefile_answers_each_question_from_the_prefix() {
 	m=$(model)
@@ -145,6 +169,7 @@ chat_turn_that_fails_changes_nothing() {
 }
 
 t demo_runs
+t classify_labels_every_line
 t chat_turn_that_fails_changes_nothing
 t makefile_answers_each_question_from_the_prefix
 t makefile_fails_and_builds_nothing_on_failed_steps
