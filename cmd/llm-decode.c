@@ -686,6 +686,7 @@ struct lines {
 	size_t q_head, q_n, q_cap;
 	long read, written;
 	int failed;		/* a line failed */
+	int verdict;		/* --score under a grammar: 3 if a line is a start only, 4 if one left it */
 	long prompt, reused, generated;
 };
 
@@ -857,7 +858,21 @@ write_ready(struct lines *L)
 	while (L->q_n > 0 && (ln = L->q[L->q_head])->q.state == SEQ_DONE) {
 		if (L->b.score && !ln->bad) {
 			double ppl = ln->q.scored ? exp(ln->q.nll / ln->q.scored) : NAN;
-			if (printf("%.6f %d %.6g\n", ln->q.scored ? -ln->q.nll : 0.0, ln->q.scored, ppl) < 0)
+			if (printf("%.6f %d %.6g", ln->q.scored ? -ln->q.nll : 0.0, ln->q.scored, ppl) < 0)
+				return -1;
+			/* under a grammar, how the line stands with it; the exit status is the worst */
+			if (L->b.grammar && ln->q.left >= 0) {
+				if (printf(" left:%ld", ln->q.left) < 0)
+					return -1;
+				L->verdict = 4;
+			} else if (L->b.grammar && !ln->q.failed) {
+				int whole = gstate_complete(&ln->q.gs);
+				if (printf(" %s", whole ? "whole" : "start") < 0)
+					return -1;
+				if (!whole && L->verdict < 3)
+					L->verdict = 3;
+			}
+			if (putchar('\n') == EOF)
 				return -1;
 		} else {
 			for (size_t i = 0; i < ln->q.gen.n; i++)
@@ -972,7 +987,7 @@ decode_lines(struct lines *L)
 		end = stdout_failed(r);
 	lines_stats(L, now_seconds() - t0);
 	status = end == END_SIGNAL ? 128 + stop_signal : end == END_PIPE ? 128 + SIGPIPE :
-	    end == END_FAIL || L->failed ? 1 : 0;
+	    end == END_FAIL || L->failed ? 1 : L->verdict;
 	if (end == END_FAIL && r->msg[0])
 		warnx_("%s", r->msg);
 	if (end == END_SIGNAL)
@@ -1181,8 +1196,8 @@ main(int argc, char *argv[])
 	r.seed = sa.seed;
 	if (do_score && kv_in)
 		die(2, "--score cannot resume from --kv-in: reused positions have no scores");
-	if (grammar && (embed || (lines && do_score)))
-		die(2, "%s and %s: not yet", glabel, embed ? "--embed" : "--score --lines");
+	if (grammar && embed)
+		die(2, "%s and --embed conflict: an embedding generates nothing", glabel);
 	if (kv_type >= 0 && (k_type >= 0 || v_type >= 0))
 		die(2, "--kv-type and %s conflict: --kv-type sets both", k_type >= 0 ? "--kv-type-k" :
 		    "--kv-type-v");
@@ -1266,6 +1281,8 @@ main(int argc, char *argv[])
 			gstate_free(&gstate);	/* each line has its own */
 			L.b.grammar = &gram, L.b.gm = &gmask;
 		}
+		buf_free(&gtext);	/* the grammar is parsed: its text is not needed */
+		free(compiled);
 		return decode_lines(&L);
 	}
 	tokstream_init(&ts, stdin, r.m.c.vocab_size);

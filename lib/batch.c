@@ -1,4 +1,5 @@
 /* batch.c: continuous batching of many sequences over one model. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -62,13 +63,14 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 	q->kv = kv;
 	q->pos = pos;
 	q->state = SEQ_PROMPT;
+	q->left = -1;
 	sampler_init(&q->smp, b->run->m->c.vocab_size, b->temp, b->top_k, b->top_p, b->seed);
 	sampler_controls(&q->smp, b->min_p, b->penalty, b->last_n);
 	for (int i = 0; i < n; i++)
 		sampler_accept(&q->smp, ids[i]);
 	if (b->n_stops)
 		stop_init(&q->stop, b->tok, b->stops, b->n_stops);
-	if (b->grammar && !b->score) {
+	if (b->grammar) {
 		if (gstate_init(&q->gs, b->grammar) < 0) {
 			fail(q, "--grammar: %s", llm_err());
 			return;
@@ -149,7 +151,7 @@ take_rows(void *arg, int ith, int nth)
 		struct batch_seq *q = job->who[k];
 		float *row = b->out + (size_t)job->row[k] * V;
 		if (b->score) {
-			for (j = 0; j < job->seqs[k].n; j++) {
+			for (j = 0; j < job->seqs[k].n && !b->grammar; j++) {	/* a grammar's: scored before */
 				q->nll -= log_prob(row + (size_t)j * V, (int)V, q->ids[q->pos + j + 1]);
 				q->scored++;
 			}
@@ -188,6 +190,34 @@ mask_row(struct batch *b, struct batch_seq *q, float *row)
 		fail(q, "--grammar: no token of the vocabulary can go on from the text generated "
 		    "(%d tokens)", (int)q->gen.n);
 	return any ? 0 : -1;
+}
+
+/*
+ * Scoring under a grammar: the token at index at of the stream, id, its
+ * row masked first and the state on past it; -inf once the grammar refuses
+ * one, and for every token after it.
+ */
+static void
+score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
+{
+	const struct model_config *c = &b->run->m->c;
+	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
+	struct buf piece = { 0 };
+
+	q->scored++;
+	if (q->left < 0) {
+		gmask_apply(b->gm, &q->gs, end, 4, row);
+		if (!b->gm->allowed[id])
+			q->left = at;
+	}
+	if (q->left >= 0) {
+		q->nll = INFINITY;
+		return;
+	}
+	tok_piece(b->gm->t, id, 0, &piece);
+	gstate_accept(&q->gs, piece.s, piece.n);
+	buf_free(&piece);
+	q->nll -= log_prob(row, c->vocab_size, id);
 }
 
 int
@@ -240,6 +270,10 @@ batch_step(struct batch *b)
 	for (k = 0; b->grammar && !b->score && k < ns; k++)
 		if (seqs[k].what == MODEL_OUT_LAST && mask_row(b, who[k], b->out + (size_t)job.row[k] * V) < 0)
 			seqs[k].what = MODEL_OUT_NONE;	/* failed: nothing to take */
+	for (k = 0; b->grammar && b->score && k < ns; k++)
+		for (j = 0; j < seqs[k].n; j++)
+			score_masked(b, who[k], b->out + (size_t)(job.row[k] + j) * V,
+			    who[k]->ids[who[k]->pos + j + 1], who[k]->pos + j + 1);
 	atomic_init(&job.next, 0);
 	pool_run_work(b->run->pool, take_rows, &job, (long long)rows * (long long)V * TAKE_WORK);
 	/* the done leave, the others keep their order */

@@ -37,6 +37,7 @@ struct batch_seq {
 	/* scoring: the sum of each token's log-probability given those before */
 	double nll;
 	int scored;
+	long left;		/* scoring under a grammar: the token it refused (the stream's index), or -1 */
 	int failed;		/* the pass or the context refused it: err says why */
 	char err[256];
 };
@@ -51,7 +52,7 @@ struct batch {
 	const struct tok *tok;	/* with stop strings: a line ends at one, which it does not keep */
 	char *const *stops;
 	int n_stops;
-	const struct grammar *grammar;	/* generation kept to it (with gm, over tok's vocabulary) */
+	const struct grammar *grammar;	/* generation kept to it, or scores masked by it (with gm, over tok's vocabulary) */
 	struct gmask *gm;
 	uint64_t seed;
 	struct batch_seq **live;

@@ -95,8 +95,8 @@ root ::= "a" ;; root ::= "b"	2:1: rule 'root' is defined twice
 EOF
 	echo 1 | "$D" -m "$m" --grammar-file "$TMP/none.gbnf" 2>"$TMP/err"
 	[ $? -eq 2 ] && grep -q 'none.gbnf: No such file' "$TMP/err" || fail "$(cat "$TMP/err")"
-	echo 1 | "$D" -m "$m" --grammar 'root ::= "a"' --lines --score 2>"$TMP/err"
-	[ $? -eq 2 ] || fail "--lines --score: $(cat "$TMP/err")"
+	echo 1 | "$D" -m "$m" --grammar 'root ::= "a"' --embed 2>"$TMP/err"
+	[ $? -eq 2 ] || fail "--embed: $(cat "$TMP/err")"
 }
 
 # --score --grammar: texts that are sentences, starts of one, and not,
@@ -124,6 +124,42 @@ EOF2
 	"$T" -m "$m" 'yes, It' | "$D" -m "$m" --score --grammar 'root ::= "yes, " [a-z]+' >"$TMP/out" 2>"$TMP/err"
 	grep -q 'stdin: token [0-9]* (id [0-9]*): the grammar does not allow it' "$TMP/err" || fail "$(cat "$TMP/err")"
 	grep -q '^-inf$' "$TMP/out" || fail "no -inf: $(cat "$TMP/out")"
+}
+
+# --score --lines --grammar: a line a stream, its sum, count and
+# perplexity as alone, and how it stands (whole, start, left:K as the
+# last line alone says); the exit status is the worst line's.
+score_lines_are_their_solo_scores() {
+	m=$(tiny f32)
+	g='root ::= ("yes" | "no") ", " [a-z ]{3,30} "."'
+	: >"$TMP/ql"
+	: >"$TMP/want"
+	for text in 'yes, it is big.' 'no, it' 'maybe so.' 'no, a cat sat.' 'yes, X'; do
+		"$T" -m "$m" -- "$text" >"$TMP/ids"
+		tr '\n' ' ' <"$TMP/ids" >>"$TMP/ql"
+		echo >>"$TMP/ql"
+		"$D" -m "$m" --score --grammar "$g" <"$TMP/ids" >"$TMP/solo" 2>/dev/null
+		head -n -1 "$TMP/solo" | awk -v last="$(tail -n 1 "$TMP/solo")" '
+			{ s += $1; n++ }
+			END { sub(/^grammar: /, "", last); sub(/left at token /, "left:", last); print s, n, last }' >>"$TMP/want"
+	done
+	"$D" -m "$m" --score --lines -P 3 --grammar "$g" <"$TMP/ql" >"$TMP/got" 2>"$TMP/err"
+	rc=$?
+	[ $rc -eq 4 ] || fail "exit $rc: $(cat "$TMP/err")"
+	[ "$(wc -l <"$TMP/got")" -eq 5 ] || fail "$(cat "$TMP/got")"
+	paste -d ' ' "$TMP/got" "$TMP/want" | awk '
+		{ d = $1 - $5; if (d < 0) d = -d }
+		$1 != $5 && !(d <= 1e-4 * $2) || $2 != $6 || $4 != $7 { print "differs: " $0; bad = 1 }
+		END { exit bad }' || fail "$(cat "$TMP/got")"
+	grep -q ' whole$' "$TMP/got" && grep -q ' start$' "$TMP/got" && grep -q ' left:[0-9]*$' "$TMP/got" ||
+		fail "$(cat "$TMP/got")"
+	# the worst: a start only gives 3, all whole 0, a bad line 1
+	sed -n '1p;2p' "$TMP/ql" | "$D" -m "$m" --score --lines --grammar "$g" >/dev/null 2>&1
+	[ $? -eq 3 ] || fail "a start: not 3"
+	sed -n '1p;4p' "$TMP/ql" | "$D" -m "$m" --score --lines --grammar "$g" >/dev/null 2>&1
+	[ $? -eq 0 ] || fail "all whole: not 0"
+	{ sed -n 3p "$TMP/ql"; echo 'x y'; } | "$D" -m "$m" --score --lines --grammar "$g" >"$TMP/got" 2>/dev/null
+	[ $? -eq 1 ] && [ "$(sed -n 2p "$TMP/got")" = "" ] || fail "a bad line: $(cat "$TMP/got")"
 }
 
 # What a grammar generates it scores as a sentence, every token at least
@@ -197,6 +233,7 @@ t json_outputs_parse
 t lines_keep_their_own_grammar_state
 t scores_under_a_grammar_say_how_the_text_stands
 t generated_text_scores_whole
+t score_lines_are_their_solo_scores
 t outputs_are_in_the_language_on_a_random_model
 t outputs_are_in_the_language_on_stories260K
 t grammar_runs_are_reproducible
