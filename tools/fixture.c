@@ -238,6 +238,80 @@ vocab(struct ggufw *w, int n, int eos_id, int as_ints, const char *chat)
 	free(type);
 }
 
+/* A string array key of g written to w as it is; 0 if absent, -1 on error. */
+static int
+copy_str_arr(struct ggufw *w, const struct gguf *g, const char *key, uint64_t *count)
+{
+	struct gguf_str *v;
+	uint64_t n, i;
+	int r = gguf_get_str_arr(g, key, &v, &n);
+
+	if (r <= 0)
+		return r;
+	char **s = xcalloc((size_t)n + 1, sizeof *s);
+	for (i = 0; i < n; i++)
+		s[i] = memcpy(xcalloc((size_t)v[i].n + 1, 1), v[i].s, (size_t)v[i].n);
+	ggufw_str_arr(w, key, (const char *const *)s, (size_t)n);
+	for (i = 0; i < n; i++)
+		free(s[i]);
+	free(s), free(v);
+	if (count)
+		*count = n;
+	return 1;
+}
+
+/*
+ * The tokenizer of the GGUF at path (a real vocabulary, such as
+ * ../shared/vocab's), its keys copied; *n its size.  0, or -1 (llm_err).
+ */
+static int
+vocab_copy(struct ggufw *w, const char *path, int *n)
+{
+	static const char *strs[] = { "tokenizer.ggml.model", "tokenizer.ggml.pre",
+		"tokenizer.chat_template" };
+	static const char *ids[] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+		"tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+		"tokenizer.ggml.eot_token_id" };
+	static const char *bools[] = { "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix" };
+	struct gguf g;
+	struct gguf_str str;
+	const void *data;
+	uint64_t count = 0, k;
+	uint32_t u;
+	int b, r = -1;
+	size_t i;
+
+	if (gguf_open(&g, path) < 0)
+		return -1;
+	if (copy_str_arr(w, &g, "tokenizer.ggml.tokens", &count) <= 0 || count > INT32_MAX) {
+		llm_seterr("%s: no tokenizer.ggml.tokens", path);
+		goto out;
+	}
+	*n = (int)count;
+	if (copy_str_arr(w, &g, "tokenizer.ggml.merges", NULL) < 0)
+		goto out;
+	if (gguf_get_arr(&g, "tokenizer.ggml.token_type", GGUF_INT32, &data, &k) > 0)
+		ggufw_i32_arr(w, "tokenizer.ggml.token_type", data, (size_t)k);
+	if (gguf_get_arr(&g, "tokenizer.ggml.scores", GGUF_FLOAT32, &data, &k) > 0)
+		ggufw_f32_arr(w, "tokenizer.ggml.scores", data, (size_t)k);
+	for (i = 0; i < sizeof strs / sizeof *strs; i++)
+		if (gguf_get_str(&g, strs[i], &str) > 0) {
+			char *t = memcpy(xcalloc((size_t)str.n + 1, 1), str.s, (size_t)str.n);
+			ggufw_str(w, strs[i], t);
+			free(t);
+		}
+	for (i = 0; i < sizeof ids / sizeof *ids; i++)
+		if (gguf_get_u32(&g, ids[i], &u) > 0)
+			ggufw_u32(w, ids[i], u);
+	for (i = 0; i < sizeof bools / sizeof *bools; i++)
+		if (gguf_get_bool(&g, bools[i], &b) > 0)
+			ggufw_bool(w, bools[i], b);
+	r = 0;
+out:
+	gguf_close(&g);
+	return r;
+}
+
 int
 fixture_write(const struct fixture *f, const char *path)
 {
@@ -282,12 +356,18 @@ fixture_write(const struct fixture *f, const char *path)
 		ggufw_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)f->eot_id);
 	if (f->eom_id > 0)
 		ggufw_u32(w, "tokenizer.ggml.eom_token_id", (uint32_t)f->eom_id);
+	int n_vocab = f->vocab;
 	if (!f->minimal_keys) {
 		ggufw_u32(w, "general.file_type", f->type);
-		vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat);
+		if (!f->vocab_from)
+			vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat);
+		else if (vocab_copy(w, f->vocab_from, &n_vocab) < 0) {
+			ggufw_free(w);
+			return -1;
+		}
 	}
 
-	tensor(w, "token_embd.weight", f->type, f->vocab, f->dim, se, 0, &rng);
+	tensor(w, "token_embd.weight", f->type, n_vocab, f->dim, se, 0, &rng);
 	if (f->rope_freqs) {
 		/* Llama 3's shape: high frequencies kept, low ones slowed down up to 8x */
 		float fac[512];
@@ -300,7 +380,7 @@ fixture_write(const struct fixture *f, const char *path)
 		tensor(w, f->extra, GGML_F32, 1, f->dim, 0.1f, 0, &rng);
 	tensor(w, "output_norm.weight", GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 	if (!f->tied)
-		tensor(w, "output.weight", f->type, f->vocab, f->dim, sd, 0, &rng);
+		tensor(w, "output.weight", f->type, n_vocab, f->dim, sd, 0, &rng);
 	for (l = 0; l < f->n_layers; l++) {
 		mix_layer = l;
 #define N(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)

@@ -19,6 +19,7 @@ struct fixture {
 	int rope_freqs;		/* a rope_freqs.weight of factors, as Llama 3.1/3.2 have */
 	const char *extra;	/* hostile: one more tensor of this name, which no model uses */
 	int eot_id, eom_id;	/* > 0: Llama 3's end-of-turn and end-of-message tokens */
+	const char *vocab_from;	/* a GGUF whose tokenizer (and vocabulary size) the model takes */
 	uint64_t seed;
 };
 

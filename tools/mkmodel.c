@@ -13,7 +13,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -28,10 +28,10 @@ main(int argc, char *argv[])
 	float std = 0;
 
 	argv0 = "mkmodel";
-	const char *chat = NULL, *bpe = NULL, *arch = NULL;
+	const char *chat = NULL, *bpe = NULL, *arch = NULL, *vocab_from = NULL;
 	int rope_freqs = 0, eot = 0, eom = 0;
 
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:w:C:B:A:RT:M:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:V:w:C:B:A:RT:M:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -39,6 +39,7 @@ main(int argc, char *argv[])
 		case 'S': seed = atoll(optarg); break;
 		case 'E': eos = atoi(optarg); break;
 		case 'v': vocab = atoi(optarg); break;
+		case 'V': vocab_from = optarg; break;	/* a real vocabulary: its tokenizer copied */
 		case 'w': std = (float)atof(optarg); break;
 		case 'C': chat = optarg; break;
 		case 'B': bpe = optarg; break;
@@ -94,6 +95,13 @@ main(int argc, char *argv[])
 	f.rope_freqs = rope_freqs;
 	f.eot_id = eot;
 	f.eom_id = eom;
+	if (vocab_from) {
+		struct gguf g;
+		if (gguf_open(&g, vocab_from) < 0)
+			die(1, "-V %s: %s", vocab_from, llm_err());
+		gguf_close(&g);
+		f.vocab_from = vocab_from;
+	}
 	if (fixture_write(&f, out) < 0)
 		die(1, "%s:", out);
 	return 0;
