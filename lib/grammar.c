@@ -46,9 +46,11 @@ rule_id(struct grammar *g, const char *name, size_t n)
 		g->cap_rules = g->cap_rules ? 2 * g->cap_rules : 32;
 		g->name = xrealloc(g->name, (size_t)g->cap_rules * sizeof *g->name);
 		g->start = xrealloc(g->start, (size_t)g->cap_rules * sizeof *g->start);
+		g->chain = xrealloc(g->chain, (size_t)g->cap_rules * sizeof *g->chain);
 	}
 	g->name[g->n_rules] = memcpy(xcalloc(n + 1, 1), name, n);
 	g->start[g->n_rules] = -1;
+	g->chain[g->n_rules] = 0;
 	return g->n_rules++;
 }
 
@@ -283,6 +285,7 @@ repeat(struct parser *ps, int rule, struct body *b, int from, int min, int max)
 	for (k = max - min; k > 0; k--) {
 		struct body sub = { 0 };
 		r = new_rule(g, rule);
+		g->chain[r] = max - min - k + 1;
 		for (i = 0; i < n; i++)
 			put(&sub, x[i].type, x[i].a, x[i].n);
 		if (next >= 0)
@@ -635,6 +638,13 @@ grammar_parse(struct grammar *g, const char *text, size_t n)
 		llm_seterr("%s", msg);
 		return -1;
 	}
+	g->rule_of = xcalloc((size_t)g->n_e + 1, sizeof *g->rule_of);
+	for (int r = 0; r < g->n_rules; r++)
+		for (int i = g->start[r]; i >= 0 && i < g->n_e; i++) {
+			g->rule_of[i] = r;
+			if (g->e[i].type == G_END)
+				break;
+		}
 	return 0;
 }
 
@@ -645,6 +655,8 @@ grammar_free(struct grammar *g)
 		free(g->name[i]);
 	free(g->name);
 	free(g->start);
+	free(g->chain);
+	free(g->rule_of);
 	free(g->e);
 	free(g->ranges);
 	memset(g, 0, sizeof *g);
@@ -662,11 +674,25 @@ stack_push(struct gstack *s, int v)
 	s->v[s->n++] = v;
 }
 
-/* Add a copy of stack v[0..n) to the state, unless it has it. */
+/* Set stack s to v[0..n). */
 static void
-add_stack(struct gstate *st, const int *v, int n)
+stack_set(struct gstack *s, const int *v, int n)
 {
-	for (int i = 0; i < st->n; i++)
+	if (n > s->cap) {
+		s->cap = n > 16 ? n : 16;
+		free(s->v);
+		s->v = xmalloc((size_t)s->cap * sizeof *s->v);
+	}
+	if (n)
+		memcpy(s->v, v, (size_t)n * sizeof *v);
+	s->n = n;
+}
+
+/* Add a copy of stack v[0..n) to the state (unless it has it, if dedup). */
+static void
+put_stack(struct gstate *st, const int *v, int n, int dedup)
+{
+	for (int i = 0; dedup && i < st->n; i++)
 		if (st->s[i].n == n && (n == 0 || memcmp(st->s[i].v, v, (size_t)n * sizeof *v) == 0))
 			return;
 	if (st->n == st->cap) {
@@ -674,10 +700,13 @@ add_stack(struct gstate *st, const int *v, int n)
 		st->s = xrealloc(st->s, (size_t)st->cap * sizeof *st->s);
 		memset(st->s + st->n, 0, (size_t)(st->cap - st->n) * sizeof *st->s);
 	}
-	st->s[st->n].n = 0;
-	for (int i = 0; i < n; i++)
-		stack_push(&st->s[st->n], v[i]);
-	st->n++;
+	stack_set(&st->s[st->n++], v, n);
+}
+
+static void
+add_stack(struct gstate *st, const int *v, int n)
+{
+	put_stack(st, v, n, 1);
 }
 
 /*
@@ -772,8 +801,8 @@ gstate_copy(struct gstate *dst, const struct gstate *src)
 {
 	dst->g = src->g;
 	dst->n = 0;
-	for (int i = 0; i < src->n; i++)
-		add_stack(dst, src->s[i].v, src->s[i].n);
+	for (int i = 0; i < src->n; i++)	/* src's stacks are distinct already */
+		put_stack(dst, src->s[i].v, src->s[i].n, 0);
 	dst->partial = src->partial, dst->need = src->need, dst->len = src->len;
 	dst->spm = src->spm, dst->strip = src->strip;
 }
@@ -819,9 +848,7 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratc
 		struct gstack *k = &st->s[i];
 		if (k->n == 0 || !matches(g, &g->e[k->v[k->n - 1]], c, c))
 			continue;
-		s.n = 0;
-		for (int j = 0; j < k->n; j++)
-			stack_push(&s, k->v[j]);
+		stack_set(&s, k->v, k->n);
 		s.v[s.n - 1]++;
 		/* a stack that would grow past MAX_DEPTH is dropped: that way is not taken */
 		expand(g, &s, tmp, 0);
@@ -959,6 +986,14 @@ text_cmp(const void *a, const void *b, void *arg)
 	return c ? c : m->len[x] < m->len[y] ? -1 : m->len[x] > m->len[y];
 }
 
+static int
+size_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* qsort without qsort_r: the comparison's context in a static, set for the call */
 static struct gmask *sorting;
 
@@ -993,12 +1028,32 @@ gmask_init(struct gmask *m, const struct tok *t)
 		m->order[m->n++] = id;
 	}
 	buf_free(&piece);
+	/* short: up to the length 19 tokens in 20 have (at least 8 bytes); they go first */
+	size_t *lens = xmalloc(((size_t)m->n + 1) * sizeof *lens);
+	for (int i = 0; i < m->n; i++)
+		lens[i] = m->len[m->order[i]];
+	qsort(lens, (size_t)m->n, sizeof *lens, size_cmp);
+	m->short_len = m->n ? lens[(size_t)m->n * 19 / 20] : 0;
+	if (m->short_len < 8)
+		m->short_len = 8;
+	free(lens);
+	for (int i = 0, j = m->n - 1; i <= j;) {
+		if (m->len[m->order[i]] <= m->short_len)
+			i++;
+		else {
+			int x = m->order[i];
+			m->order[i] = m->order[j], m->order[j--] = x;
+		}
+	}
+	for (m->n_short = 0; m->n_short < m->n && m->len[m->order[m->n_short]] <= m->short_len; m->n_short++)
+		;
 	sorting = m;
-	qsort(m->order, (size_t)m->n, sizeof *m->order, text_cmp_static);
+	qsort(m->order, (size_t)m->n_short, sizeof *m->order, text_cmp_static);
+	qsort(m->order + m->n_short, (size_t)(m->n - m->n_short), sizeof *m->order, text_cmp_static);
 	sorting = NULL;
 	for (int i = 0; i < m->n; i++) {
 		size_t k = 0;
-		if (i > 0) {
+		if (i > 0 && i != m->n_short) {
 			int a = m->order[i - 1], b = m->order[i];
 			while (k < m->len[a] && k < m->len[b] && m->text[a][k] == m->text[b][k])
 				k++;
@@ -1027,22 +1082,35 @@ gmask_free(struct gmask *m)
 	memset(m, 0, sizeof *m);
 }
 
-/* The state as a key: its stacks in order, each with its length, then the character begun. */
+/*
+ * The state as a key for the tokens of at most most bytes (most < 0: of
+ * any length): its stacks in order, each with its length, then the
+ * character begun, then most.  A position in a rule of a repetition's
+ * tail that can still take more than most X is keyed as the same place in
+ * the tail's rule that can take most + 1: such a token cannot tell them
+ * apart, since each X takes a character at least.
+ */
 static uint64_t
-state_key(const struct gstate *st, struct gstack *key)
+state_key(const struct gstate *st, int most, struct gstack *key)
 {
+	const struct grammar *g = st->g;
 	uint64_t h = 1469598103934665603u;
 
 	key->n = 0;
 	for (int i = 0; i < st->n; i++) {
 		stack_push(key, st->s[i].n);
-		for (int j = 0; j < st->s[i].n; j++)
-			stack_push(key, st->s[i].v[j]);
+		for (int j = 0; j < st->s[i].n; j++) {
+			int p = st->s[i].v[j], r = g->rule_of[p], c = g->chain[r];
+			if (most >= 0 && c > most + 1 && g->chain[r - (c - most - 1)] == most + 1)
+				p = g->start[r - (c - most - 1)] + (p - g->start[r]);
+			stack_push(key, p);
+		}
 	}
 	stack_push(key, (int)st->partial);
 	stack_push(key, st->need);
 	stack_push(key, st->len);
 	stack_push(key, st->spm << 1 | st->strip);
+	stack_push(key, most);
 	for (int i = 0; i < key->n; i++)
 		h = (h ^ (uint32_t)key->v[i]) * 1099511628211u;
 	return h;
@@ -1055,13 +1123,13 @@ state_key(const struct gstate *st, struct gstack *key)
  * rules out every token that begins with it.
  */
 static void
-walk(struct gmask *m, const struct gstate *st, unsigned char *bits)
+walk(struct gmask *m, const struct gstate *st, int from, int to, unsigned char *bits)
 {
 	size_t dead = SIZE_MAX;		/* the last text's prefix this long begins no sentence */
 
 	memset(bits, 0, m->mask_bytes);
 	gstate_copy(&m->lv[0], st);
-	for (int i = 0; i < m->n; i++) {
+	for (int i = from; i < to; i++) {
 		int id = m->order[i];
 		size_t c = (size_t)m->lcp[i], k;
 		const char *t = m->text[id];
@@ -1081,42 +1149,54 @@ walk(struct gmask *m, const struct gstate *st, unsigned char *bits)
 	}
 }
 
+/* The mask of the tokens order[from..to) for st, keyed for tokens of at most most bytes (-1: any). */
+static const unsigned char *
+lookup(struct gmask *m, const struct gstate *st, int most, int from, int to)
+{
+	uint64_t h = state_key(st, most, &m->key);
+	int i;
+
+	for (i = 0; i < m->n_cache; i++)
+		if (m->cache[i].hash == h && m->cache[i].n == m->key.n &&
+		    memcmp(m->cache[i].key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0) {
+			m->hits++;
+			return m->cache[i].mask;
+		}
+	if (m->n_cache == GMASK_CACHE) {	/* full: start again */
+		for (i = 0; i < m->n_cache; i++)
+			free(m->cache[i].key), free(m->cache[i].mask);
+		m->n_cache = 0;
+	}
+	if (!m->cache)
+		m->cache = xcalloc(GMASK_CACHE, sizeof *m->cache);
+	struct gmask_entry *e = &m->cache[m->n_cache++];
+	e->hash = h;
+	e->n = m->key.n;
+	e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
+	    (size_t)m->key.n * sizeof *e->key);
+	e->mask = xmalloc(m->mask_bytes);
+	walk(m, st, from, to, e->mask);
+	m->misses++;
+	return e->mask;
+}
+
 const unsigned char *
 gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_end)
 {
 	const struct tok *t = m->t;
 	unsigned char *allowed = m->allowed;
-	unsigned char *bits;
-	uint64_t h = state_key(st, &m->key);
+	const unsigned char *bits;
 	int complete = gstate_complete(st), i;
 
-	for (i = 0; i < m->n_cache; i++)
-		if (m->cache[i].hash == h && m->cache[i].n == m->key.n &&
-		    memcmp(m->cache[i].key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0)
-			break;
-	if (i < m->n_cache) {
-		bits = m->cache[i].mask;
-		m->hits++;
-	} else {
-		if (m->n_cache == GMASK_CACHE) {	/* full: start again */
-			for (i = 0; i < m->n_cache; i++)
-				free(m->cache[i].key), free(m->cache[i].mask);
-			m->n_cache = 0;
-		}
-		if (!m->cache)
-			m->cache = xcalloc(GMASK_CACHE, sizeof *m->cache);
-		struct gmask_entry *e = &m->cache[m->n_cache++];
-		e->hash = h;
-		e->n = m->key.n;
-		e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
-		    (size_t)m->key.n * sizeof *e->key);
-		e->mask = xmalloc(m->mask_bytes);
-		walk(m, st, e->mask);
-		bits = e->mask;
-		m->misses++;
-	}
+	/* the short tokens' mask, then the long ones' (a lookup may empty the cache: one at a time) */
+	bits = lookup(m, st, (int)m->short_len, 0, m->n_short);
 	for (int id = 0; id < t->n_vocab; id++)
 		allowed[id] = (bits[id / 8] >> (id % 8)) & 1;
+	if (m->n_short < m->n) {
+		bits = lookup(m, st, -1, m->n_short, m->n);
+		for (int id = 0; id < t->n_vocab; id++)
+			allowed[id] |= (bits[id / 8] >> (id % 8)) & 1;
+	}
 	for (i = 0; i < n_end; i++)
 		if (end[i] >= 0 && end[i] < t->n_vocab)
 			allowed[end[i]] = (unsigned char)complete;

@@ -32,6 +32,9 @@ struct grammar {
 	uint32_t *ranges;	/* lo, hi pairs of code points, inclusive */
 	int n_r, cap_r;
 	int *start;		/* each rule's first element */
+	int *chain;		/* a rule of X{m,n}'s optional tail, R ::= X R' | empty: how many X it
+				 * can still take (its rules have ids one apart); 0: another rule */
+	int *rule_of;		/* each element's rule */
 	char **name;		/* each rule's name ("root", or made for a group: "x_1") */
 	int n_rules, cap_rules;
 	int root;
@@ -89,9 +92,13 @@ int gstate_finished(const struct gstate *st);
 /*
  * The tokens that may come next, for a vocabulary: the pieces sorted once,
  * and the masks of the states met kept (up to GMASK_CACHE of them), so a
- * state met again costs a lookup.
+ * state met again costs a lookup.  The short tokens (19 in 20) and the
+ * long ones have masks of their own: a short token cannot tell apart the
+ * counts of a repetition X{m,n} past its length, so the counts of
+ * [^"]{0,200} share one short mask, and only the few long tokens are
+ * walked at each.
  */
-#define GMASK_CACHE 512
+#define GMASK_CACHE 1024
 
 struct gmask_entry {
 	uint64_t hash;
@@ -103,7 +110,9 @@ struct gmask {
 	const struct tok *t;
 	char **text;		/* each token's piece (tok_piece); NULL: none */
 	size_t *len, max_len;
-	int *order, *lcp, n;	/* the tokens with text in byte order, each's common prefix with the one before */
+	int *order, *lcp, n;	/* the tokens with text in byte order, each's common prefix with the one before: */
+	int n_short;		/* first those up to short_len bytes, then the longer ones */
+	size_t short_len;
 	struct gstate *lv, tmp;	/* the states along the walk, and scratch */
 	struct gstack scratch, key;
 	struct gmask_entry *cache;

@@ -99,6 +99,10 @@ masks_are_each_token_tried_alone(void)
 		"root ::= [a-z ]{1,40} \".\"",
 		"root ::= (\"the\" | \"a\" | \"an\") \" \" [a-z]+ (\" \" [a-z]+)*",
 		"root ::= .*",
+		/* counts past the short tokens' length share their masks: walk down through them */
+		"root ::= [a-z0-9 ]{0,100} \".\"",
+		"root ::= (\"x\" [a-z0-9 ]{2,30} \";\"){0,25} [0-9]{0,18}",
+		"root ::= \"<\" ([a-z ]{0,3} [0-9]{1,40}){0,50} \">\"",
 	};
 	struct fixture f;
 	struct gguf gf;
@@ -120,43 +124,47 @@ masks_are_each_token_tried_alone(void)
 	b = xmalloc((size_t)t.n_vocab);
 	for (size_t k = 0; k < sizeof gbnfs / sizeof gbnfs[0]; k++) {
 		struct grammar g;
-		struct gstate st, s = { 0 };
+		struct gstate st = { 0 }, s = { 0 };
 		CHECK(grammar_parse(&g, gbnfs[k], strlen(gbnfs[k])) == 0, "%s", llm_err());
 		if (check_failed)
 			break;
-		gstate_init(&st, &g);
-		gstate_for(&st, &t);
-		for (int step = 0; step < 40; step++) {
-			int n_ok = 0, bad = 0;
-			memcpy(a, gmask_compute(&gm, &st, end, 1), (size_t)t.n_vocab);
-			for (int id = 0; id < t.n_vocab; id++) {
-				b[id] = 0;
-				if (id == t.eos) {
-					b[id] = (unsigned char)gstate_complete(&st);
-					continue;
+		/* several random walks a grammar, as far as they go */
+		for (int walk = 0; walk < 2 && !check_failed; walk++) {
+			gstate_free(&st);
+			gstate_init(&st, &g);
+			gstate_for(&st, &t);
+			for (int step = 0; step < 50; step++) {
+				int n_ok = 0, bad = 0;
+				memcpy(a, gmask_compute(&gm, &st, end, 1), (size_t)t.n_vocab);
+				for (int id = 0; id < t.n_vocab; id++) {
+					b[id] = 0;
+					if (id == t.eos) {
+						b[id] = (unsigned char)gstate_complete(&st);
+						continue;
+					}
+					if (t.type[id] == TT_CONTROL || t.type[id] == TT_UNKNOWN)
+						continue;
+					piece.n = 0;
+					tok_piece(&t, id, 0, &piece);
+					gstate_copy(&s, &st);
+					b[id] = piece.n > 0 && gstate_accept(&s, piece.s, piece.n);
 				}
-				if (t.type[id] == TT_CONTROL || t.type[id] == TT_UNKNOWN)
-					continue;
+				for (int id = 0; id < t.n_vocab; id++) {
+					bad += a[id] != b[id];
+					n_ok += b[id] && id != t.eos;
+				}
+				CHECK(bad == 0, "grammar %zu, step %d: %d tokens differ", k, step, bad);
+				if (bad || n_ok == 0)
+					break;
+				/* on along a random allowed token */
+				int pick = (int)(next() % (uint64_t)n_ok), id;
+				for (id = 0; id < t.n_vocab; id++)
+					if (b[id] && id != t.eos && pick-- == 0)
+						break;
 				piece.n = 0;
 				tok_piece(&t, id, 0, &piece);
-				gstate_copy(&s, &st);
-				b[id] = piece.n > 0 && gstate_accept(&s, piece.s, piece.n);
+				CHECK(gstate_accept(&st, piece.s, piece.n), "the allowed token %d", id);
 			}
-			for (int id = 0; id < t.n_vocab; id++) {
-				bad += a[id] != b[id];
-				n_ok += b[id] && id != t.eos;
-			}
-			CHECK(bad == 0, "grammar %zu, step %d: %d tokens differ", k, step, bad);
-			if (bad || n_ok == 0)
-				break;
-			/* on along a random allowed token */
-			int pick = (int)(next() % (uint64_t)n_ok), id;
-			for (id = 0; id < t.n_vocab; id++)
-				if (b[id] && id != t.eos && pick-- == 0)
-					break;
-			piece.n = 0;
-			tok_piece(&t, id, 0, &piece);
-			CHECK(gstate_accept(&st, piece.s, piece.n), "the allowed token %d", id);
 		}
 		gstate_free(&s);
 		gstate_free(&st);
