@@ -43,6 +43,10 @@ if not re.fullmatch(sys.argv[2], t):
 outputs_are_in_the_language_on_a_random_model() {
 	command -v python3 >/dev/null || fail "python3 is needed"
 	check_model "$(tiny q8_0)"
+	# and with a vocabulary of SmolLM2's size (its pieces random)
+	[ -f "$TMP/v49152.gguf" ] || "$PWD/tools/mkmodel" -t q8_0 -v 49152 -o "$TMP/v49152.gguf" >&2 ||
+		fail "mkmodel"
+	check_model "$TMP/v49152.gguf"
 }
 
 outputs_are_in_the_language_on_stories260K() {
@@ -180,6 +184,23 @@ generated_text_scores_whole() {
 	done
 }
 
+# --kv-in: the grammar starts at the first token generated, as without
+# the snapshot; the same alone and in --lines.
+resumed_runs_start_the_grammar_at_the_first_token() {
+	m=$(tiny q8_0)
+	g='root ::= [0-9]{2,5} ("." [0-9]+)? " " [a-z]{1,9}'
+	"$T" -m "$m" 'Once upon a time, in a small town,' >"$TMP/p.ids"
+	"$D" -m "$m" -n 0 --kv-out "$TMP/p.kv" <"$TMP/p.ids" || fail "exit $?"
+	"$D" -m "$m" --grammar "$g" -n 30 --seed 3 <"$TMP/p.ids" >"$TMP/a" || fail "exit $?"
+	"$D" -m "$m" --grammar "$g" -n 30 --seed 3 --kv-in "$TMP/p.kv" --stats-json <"$TMP/p.ids" \
+		>"$TMP/b" 2>"$TMP/st" || fail "exit $?"
+	grep -q '"reused_tokens":[1-9]' "$TMP/st" || fail "nothing reused: $(cat "$TMP/st")"
+	[ -s "$TMP/a" ] && cmp -s "$TMP/a" "$TMP/b" || fail "resumed: $(tr '\n' ' ' <"$TMP/b")"
+	{ tr '\n' ' ' <"$TMP/p.ids"; echo; } >"$TMP/q"
+	"$D" -m "$m" --lines --grammar "$g" -n 30 --seed 3 --kv-in "$TMP/p.kv" <"$TMP/q" >"$TMP/c" || fail "exit $?"
+	[ "$(cat "$TMP/c")" = "$(tr '\n' ' ' <"$TMP/a" | sed 's/ $//')" ] || fail "--lines: $(cat "$TMP/c")"
+}
+
 # --lines: each line has its own grammar state, and its output is its solo run's.
 lines_keep_their_own_grammar_state() {
 	for m in "$(tiny q8_0)" "$(tiny f32)"; do
@@ -231,6 +252,7 @@ json_outputs_parse() {
 
 t json_outputs_parse
 t lines_keep_their_own_grammar_state
+t resumed_runs_start_the_grammar_at_the_first_token
 t scores_under_a_grammar_say_how_the_text_stands
 t generated_text_scores_whole
 t score_lines_are_their_solo_scores
