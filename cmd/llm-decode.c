@@ -1181,6 +1181,9 @@ main(int argc, char *argv[])
 			putchar('\n');
 		if (fflush(stdout) == EOF || ferror(stdout))
 			die(1, "stdout:");
+		grammar_free(&gram);
+		buf_free(&gtext);
+		free(compiled);
 		return 0;
 	}
 	if (!r.model_path)

@@ -455,7 +455,6 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 	const struct jv *props = jv_get(s, "properties"), *req = jv_get(s, "required");
 	const struct jv *add = jv_get(s, "additionalProperties");
 	struct buf *kv = NULL;	/* each property's "name": value */
-	char **name = NULL;
 	int *need = NULL, n = 0, i, j, rc = 1;
 	char base[64];
 
@@ -473,7 +472,6 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 	c->used |= U_SPACE;
 	int np = props ? props->n : 0, nr = req ? req->n : 0;
 	kv = xcalloc((size_t)(np + nr) + 1, sizeof *kv);
-	name = xcalloc((size_t)(np + nr) + 1, sizeof *name);
 	need = xcalloc((size_t)(np + nr) + 1, sizeof *need);
 	/* the properties, in the schema's order; then the required ones it does not list */
 	for (i = 0; i < np + nr && rc > 0; i++) {
@@ -509,7 +507,7 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 			buf_free(&lit);
 			put(&kv[n], " space \":\" space ");
 			putn(&kv[n], v.s, v.n);
-			name[n] = (char *)key, need[n] = required, n++;
+			need[n++] = required;
 		}
 		buf_free(&v);
 	}
@@ -582,7 +580,7 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 out:
 	for (i = 0; i < np + nr; i++)
 		buf_free(&kv[i]);
-	free(kv), free(name), free(need);
+	free(kv), free(need);
 	return rc;
 }
 
