@@ -559,6 +559,12 @@ check(struct grammar *g, const char *text)
 			llm_seterr("%d:%d: undefined rule '%s'", line, col, g->name[g->e[i].a]);
 			return -1;
 		}
+	/* named only where nothing is left of it, as x{0}: undefined all the same */
+	for (r = 0; r < g->n_rules; r++)
+		if (g->start[r] < 0) {
+			llm_seterr("undefined rule '%s'", g->name[r]);
+			return -1;
+		}
 	g->root = -1;
 	for (r = 0; r < g->n_rules; r++)
 		if (strcmp(g->name[r], "root") == 0)

@@ -96,6 +96,7 @@ root ::= "\q"	1:11: unknown escape
 root ::= * "a"	1:10: a repetition of nothing
 root "a"	1:6: expected ::=
 root ::= "a" ;; root ::= "b"	2:1: rule 'root' is defined twice
+root ::= "a" x{0}	undefined rule 'x'
 EOF
 	echo 1 | "$D" -m "$m" --grammar-file "$TMP/none.gbnf" 2>"$TMP/err"
 	[ $? -eq 2 ] && grep -q 'none.gbnf: No such file' "$TMP/err" || fail "$(cat "$TMP/err")"

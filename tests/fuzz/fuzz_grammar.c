@@ -2,7 +2,8 @@
  * fuzz_grammar: --grammar's text.  The input is a grammar, then after a
  * NUL byte a text.  A grammar that parses is matched against the text
  * byte by byte and all at once, which must agree, and its masks over a
- * small vocabulary must be those of each token tried alone.
+ * small vocabulary, at the start and after the text, must be those of
+ * each token tried alone.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,27 +63,31 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ok_b = gstate_accept(&b, text + i, 1);
 	if (ok_a != ok_b || (ok_a && gstate_complete(&a) != gstate_complete(&b)))
 		abort();
-	/* the masks of the start state */
-	gstate_free(&a);
-	gstate_init(&a, &gr);
-	gstate_for(&a, &t);
+	/* the masks of the start state, and of the state after the text if it is still a start */
 	gmask_init(&gm, &t);
 	mask = malloc((size_t)t.n_vocab);
-	memcpy(mask, gmask_compute(&gm, &a, &end, 1), (size_t)t.n_vocab);
-	for (int id = 0; id < t.n_vocab; id++) {
-		int want;
-		if (id == end) {
-			want = gstate_complete(&a);
-		} else if (t.type[id] == TT_CONTROL || t.type[id] == TT_UNKNOWN) {
-			want = 0;
-		} else {
-			piece.n = 0;
-			tok_piece(&t, id, 0, &piece);
-			gstate_copy(&s, &a);
-			want = piece.n > 0 && gstate_accept(&s, piece.s, piece.n);
+	for (int round = 0; round < 2; round++) {
+		gstate_free(&a);
+		gstate_init(&a, &gr);
+		gstate_for(&a, &t);
+		if (round == 1 && (!ok_a || !gstate_accept(&a, text, tn)))
+			break;
+		memcpy(mask, gmask_compute(&gm, &a, &end, 1), (size_t)t.n_vocab);
+		for (int id = 0; id < t.n_vocab; id++) {
+			int want;
+			if (id == end) {
+				want = gstate_complete(&a);
+			} else if (t.type[id] == TT_CONTROL || t.type[id] == TT_UNKNOWN) {
+				want = 0;
+			} else {
+				piece.n = 0;
+				tok_piece(&t, id, 0, &piece);
+				gstate_copy(&s, &a);
+				want = piece.n > 0 && gstate_accept(&s, piece.s, piece.n);
+			}
+			if (mask[id] != want)
+				abort();
 		}
-		if (mask[id] != want)
-			abort();
 	}
 	free(mask);
 	buf_free(&piece);
