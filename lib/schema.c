@@ -5,6 +5,7 @@
  * pieces (a string, a number, any value) are written once, at the end,
  * when something used them.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,7 +26,8 @@ static const char *const type_name[] = { "null", "boolean", "integer", "number",
 
 /* The keywords, as bits. */
 enum { K_TYPE, K_PROPERTIES, K_REQUIRED, K_ADDITIONAL, K_ENUM, K_CONST, K_ITEMS, K_MINITEMS,
-	K_MAXITEMS, K_MINLENGTH, K_MAXLENGTH, K_ANYOF, K_ONEOF, K_ALLOF, K_REF, K_DEFS, K_ANNOT };
+	K_MAXITEMS, K_MINLENGTH, K_MAXLENGTH, K_ANYOF, K_ONEOF, K_ALLOF, K_REF, K_DEFS, K_ANNOT,
+	K_BOUND };
 #define B(k) (1u << (k))
 /* What may stand beside $ref, anyOf, allOf: what constrains nothing. */
 #define SIDE (B(K_DEFS) | B(K_ANNOT))
@@ -42,7 +44,8 @@ static const struct {
 	{ "definitions", K_DEFS }, { "title", K_ANNOT }, { "description", K_ANNOT },
 	{ "default", K_ANNOT }, { "examples", K_ANNOT }, { "$comment", K_ANNOT },
 	{ "$schema", K_ANNOT }, { "$id", K_ANNOT }, { "deprecated", K_ANNOT },
-	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT },
+	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT }, { "minimum", K_BOUND },
+	{ "maximum", K_BOUND }, { "exclusiveMinimum", K_BOUND }, { "exclusiveMaximum", K_BOUND },
 };
 
 /* The shared rules, as bits, and their text. */
@@ -584,14 +587,154 @@ out:
 	return rc;
 }
 
+/* The largest integer written: json-integer's 16 digits. */
+#define INT_MOST 9999999999999999LL
+
+/* A bound keyword's value as an integer bound: the least (up 0) or most (up 1) integer it allows. */
+static int
+bound(struct sc *c, const struct jv *v, const char *key, int up, int exclusive, long long *out)
+{
+	double d;
+	char *end;
+
+	if (v->type != JV_NUMBER)
+		return fail(c, "%s: expected a number", key);
+	errno = 0;
+	long long n = strtoll(v->s, &end, 10);
+	if (*end == 0 && errno == 0) {
+		/* an integer as written: exact */
+		*out = exclusive ? (up ? n - 1 : n + 1) : n;
+	} else {
+		d = strtod(v->s, NULL);
+		d = up ? floor(d) : ceil(d);
+		if (exclusive && d == strtod(v->s, NULL))
+			d += up ? -1 : 1;
+		*out = d > (double)INT_MOST ? INT_MOST + 1 : d < -(double)INT_MOST ? -INT_MOST - 1 :
+		    (long long)d;
+	}
+	if (*out > INT_MOST + 1)
+		*out = INT_MOST + 1;
+	if (*out < -INT_MOST - 1)
+		*out = -INT_MOST - 1;
+	return 0;
+}
+
+/* The decimal digits of v (>= 0), exactly n of them with leading zeros. */
+static void
+digits(long long v, int n, char *out)
+{
+	for (int i = n - 1; i >= 0; i--, v /= 10)
+		out[i] = (char)('0' + v % 10);
+	out[n] = 0;
+}
+
+/* Strings of n digits from lo to hi (lo <= hi, both n long), as GBNF: digit by digit. */
+static void
+same_length(struct buf *e, const char *lo, const char *hi, int n)
+{
+	int k;
+
+	if (n == 0)
+		return;
+	if (lo[0] == hi[0]) {
+		put(e, "\"%c\" ", lo[0]);
+		same_length(e, lo + 1, hi + 1, n - 1);
+		return;
+	}
+	for (k = 1; k < n && lo[k] == '0' && hi[k] == '9'; k++)
+		;
+	if (k == n) {	/* [a-b] then any digits */
+		put(e, "[%c-%c]", lo[0], hi[0]);
+		if (n > 1)
+			put(e, " [0-9]{%d}", n - 1);
+		put(e, " ");
+		return;
+	}
+	char nines[20], zeros[20];
+	memset(nines, '9', (size_t)n - 1), nines[n - 1] = 0;
+	memset(zeros, '0', (size_t)n - 1), zeros[n - 1] = 0;
+	put(e, "( \"%c\" ", lo[0]);
+	same_length(e, lo + 1, nines, n - 1);
+	if (lo[0] + 1 <= hi[0] - 1) {
+		put(e, "| [%c-%c]", lo[0] + 1, hi[0] - 1);
+		if (n > 1)
+			put(e, " [0-9]{%d}", n - 1);
+		put(e, " ");
+	}
+	put(e, "| \"%c\" ", hi[0]);
+	same_length(e, zeros, hi + 1, n - 1);
+	put(e, ") ");
+}
+
+/* The integers from lo to hi, 0 <= lo <= hi, without leading zeros: by their number of digits. */
+static void
+non_negative(struct buf *e, long long lo, long long hi)
+{
+	long long p = 1;
+	char a[20], b[20];
+	int n, alt = 0;
+
+	put(e, "( ");
+	for (n = 1; n <= 16; n++, p *= 10) {
+		long long from = lo > (n == 1 ? 0 : p) ? lo : (n == 1 ? 0 : p), to = hi < p * 10 - 1 ? hi : p * 10 - 1;
+		if (from > to)
+			continue;
+		digits(from, n, a), digits(to, n, b);
+		if (alt++)
+			put(e, "| ");
+		same_length(e, a, b, n);
+	}
+	put(e, ")");
+}
+
+/* An integer with bounds (minimum, maximum, exclusive ones): its digits' rules, or none. */
+static int
+compile_integer(struct sc *c, const struct jv *s, struct buf *e)
+{
+	static const char *keys[] = { "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum" };
+	long long lo = -INT_MOST, hi = INT_MOST, v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		const struct jv *k = jv_get(s, keys[i]);
+		if (k && bound(c, k, keys[i], i >= 2, i % 2, &v) < 0)
+			return -1;
+		if (k && i < 2 && v > lo)
+			lo = v;
+		if (k && i >= 2 && v < hi)
+			hi = v;
+	}
+	if (lo == -INT_MOST && hi == INT_MOST) {
+		c->used |= U_INTEGER;
+		put(e, "json-integer");
+		return 1;
+	}
+	if (lo > hi)
+		return none(c, "no integer of at most 16 digits is within its bounds");
+	put(e, "( ");
+	if (hi >= 0)
+		non_negative(e, lo > 0 ? lo : 0, hi);
+	if (lo < 0) {
+		put(e, "%s\"-\" ", hi >= 0 ? " | " : "");
+		non_negative(e, hi < 0 ? -hi : 1, -lo);
+	}
+	put(e, " )");
+	return 1;
+}
+
 static int
 compile_type(struct sc *c, const struct jv *s, unsigned t, struct buf *e)
 {
 	switch (t) {
 	case T_NULL: put(e, "\"null\""); return 1;
 	case T_BOOLEAN: put(e, "( \"true\" | \"false\" )"); return 1;
-	case T_INTEGER: c->used |= U_INTEGER; put(e, "json-integer"); return 1;
-	case T_NUMBER: c->used |= U_NUMBER; put(e, "json-number"); return 1;
+	case T_INTEGER: return compile_integer(c, s, e);
+	case T_NUMBER:
+		if (other(s, ~B(K_BOUND)))
+			return fail(c, "\"%s\" on a number: bounds are supported on integers only",
+			    other(s, ~B(K_BOUND)));
+		c->used |= U_NUMBER;
+		put(e, "json-number");
+		return 1;
 	case T_STRING: return compile_string(c, s, e);
 	case T_ARRAY: return compile_array(c, s, e);
 	default: return compile_object(c, s, e);
@@ -612,6 +755,8 @@ types(struct sc *c, const struct jv *s, unsigned have, unsigned *out)
 			m |= T_ARRAY;
 		if (have & (B(K_MINLENGTH) | B(K_MAXLENGTH)))
 			m |= T_STRING;
+		if (have & B(K_BOUND))
+			m |= T_INTEGER;	/* bounds are generated for integers alone */
 		*out = m ? m : T_ALL;
 		return 0;
 	}

@@ -8,7 +8,8 @@
  * (never generated beside properties; a schema for them makes a map when
  * there are none); required; enum and const (their values written as
  * compact JSON); items, minItems, maxItems; minLength, maxLength (in code
- * points); anyOf, and oneOf as anyOf; allOf of one schema; $ref to "#" or
+ * points); minimum, maximum, exclusiveMinimum, exclusiveMaximum on
+ * integers (a number with bounds is refused); anyOf, and oneOf as anyOf; allOf of one schema; $ref to "#" or
  * a JSON pointer in the same document ($defs, definitions); the schemas
  * true and false.  Annotations (title, description, default, examples,
  * $comment, $schema, $id, deprecated, readOnly, writeOnly) are allowed

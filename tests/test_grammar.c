@@ -8,6 +8,7 @@
 
 #include "../lib/gguf.h"
 #include "../lib/grammar.h"
+#include "../lib/schema.h"
 #include "../lib/tok.h"
 #include "../lib/util.h"
 #include "check.h"
@@ -178,6 +179,63 @@ masks_are_each_token_tried_alone(void)
 	gguf_close(&gf);
 }
 
+/*
+ * --json-schema's integer bounds: for bounds drawn at random (and at the
+ * edges of 16 digits), every integer near them is a whole sentence of the
+ * grammar exactly when lo <= v <= hi, by comparison, not by the grammar.
+ */
+static void
+integer_bounds_are_exact(void)
+{
+	static const long long edges[][2] = { { 0, 9999999999999999LL }, { -9999999999999999LL, -1 },
+		{ 999999999999990LL, 1000000000000010LL }, { -1000000000000010LL, -999999999999990LL } };
+	char schema[256], v[40], *gbnf;
+	struct grammar g;
+	struct gstate st;
+
+	for (int k = 0; k < 240 && !check_failed; k++) {
+		long long lo, hi, from, to;
+		if (k < 4) {
+			lo = edges[k][0], hi = edges[k][1];
+			from = lo - 12, to = lo + 12;
+		} else {
+			lo = (long long)(next() % 2400) - 1200;
+			hi = lo + (long long)(next() % (k % 3 ? 300 : 2400));
+			from = lo - 150, to = hi + 150;
+		}
+		snprintf(schema, sizeof schema, k % 2 ? "{\"type\":\"integer\",\"minimum\":%lld,"
+		    "\"maximum\":%lld}" : "{\"type\":\"integer\",\"exclusiveMinimum\":%lld,"
+		    "\"exclusiveMaximum\":%lld}", k % 2 ? lo : lo - 1, k % 2 ? hi : hi + 1);
+		CHECK(schema_to_gbnf(schema, strlen(schema), &gbnf) == 0, "%s: %s", schema, llm_err());
+		if (check_failed)
+			break;
+		CHECK(grammar_parse(&g, gbnf, strlen(gbnf)) == 0, "%s: %s", schema, llm_err());
+		free(gbnf);
+		if (check_failed)
+			break;
+		for (int pass = 0; pass < 2; pass++) {
+			for (long long x = from; x <= to && !check_failed; x++) {
+				snprintf(v, sizeof v, "%lld", x);
+				gstate_init(&st, &g);
+				int whole = gstate_accept(&st, v, strlen(v)) && gstate_complete(&st);
+				gstate_free(&st);
+				CHECK(whole == (lo <= x && x <= hi), "%s: %lld %s", schema, x,
+				    whole ? "taken" : "refused");
+			}
+			if (k >= 4)
+				break;
+			from = hi - 12, to = hi + 12;	/* the edges: the upper bound's too */
+		}
+		grammar_free(&g);
+	}
+	/* no leading zeros, no "-0" */
+	const char *sch = "{\"type\":\"integer\",\"minimum\":-5,\"maximum\":50}";
+	CHECK(schema_to_gbnf(sch, strlen(sch), &gbnf) == 0, "%s", llm_err());
+	CHECK(match(gbnf, "07") == 0 && match(gbnf, "-0") == 0 && match(gbnf, "-05") == 0 &&
+	    match(gbnf, "50") == 2 && match(gbnf, "-5") == 2, "leading zeros");
+	free(gbnf);
+}
+
 int
 main(void)
 {
@@ -187,5 +245,6 @@ main(void)
 	snprintf(path, sizeof path, "%s/grammar.gguf", tmp);
 	TEST(strings_match_their_grammars);
 	TEST(masks_are_each_token_tried_alone);
+	TEST(integer_bounds_are_exact);
 	CHECK_EXIT();
 }

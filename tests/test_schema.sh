@@ -15,6 +15,7 @@ map	{"type":"object","additionalProperties":{"type":"boolean"}}
 types	{"type":["integer","string","boolean"],"maxLength":4}
 oneof	{"oneOf":[{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false},{"type":"array","items":{"type":"string","maxLength":3},"minItems":1,"maxItems":2}]}
 optional	{"type":"object","properties":{"a":{"type":"null"},"b":{"type":"boolean"},"c":{"type":"string","minLength":2}}}
+ranged	{"type":"object","properties":{"age":{"type":"integer","minimum":0,"maximum":120},"t":{"type":"integer","exclusiveMinimum":-5.5,"exclusiveMaximum":5},"n":{"minimum":1000}},"required":["age","t","n"]}
 any	{}
 EOF
 
@@ -66,7 +67,7 @@ check_model() {
 		done
 		[ $whole -gt 0 ] && completed=$((completed + 1))
 	done <"$TMP/schemas"
-	[ $completed -ge 6 ] || fail "$m: only $completed schemas of 9 completed"
+	[ $completed -ge 7 ] || fail "$m: only $completed schemas of 10 completed"
 }
 
 outputs_validate_on_a_random_model() {
@@ -161,10 +162,18 @@ optional	{"a":null,"c":"xyz"}	whole
 optional	{"b":true}	whole
 optional	{"c":"x"}	left
 optional	{"a":null,}	left
+ranged	{"age": 0, "t": -5, "n": 1000}	whole
+ranged	{"age": 120, "t": 4, "n": 123456}	whole
+ranged	{"age": 121	left
+ranged	{"age": -1	left
+ranged	{"age": 7, "t": 5	left
+ranged	{"age": 7, "t": -6	left
+ranged	{"age": 7, "t": 0, "n": 999}	left
+ranged	{"age": 07	left
 any	{"a": [1, {"b": null}], "c": "d"}	whole
 any	[1, 2	start
 EOF
-	[ $n -eq 53 ] || fail "$n cases read"
+	[ $n -eq 61 ] || fail "$n cases read"
 }
 
 # A schema that cannot be used: exit 2, one line naming the place, before any work (no model is read).
@@ -178,7 +187,10 @@ bad_schemas_are_usage_errors() {
 		grep -qF -- "llm-decode: --json-schema: $want" "$TMP/err" || fail "$s: $(cat "$TMP/err")"
 	done <<'EOF'
 {"properties":{"age":{"type":"integer","format":"int32"}}}	/properties/age: unsupported keyword "format"
-{"items":{"minimum":0}}	/items: unsupported keyword "minimum"
+{"items":{"multipleOf":2}}	/items: unsupported keyword "multipleOf"
+{"items":{"type":"number","minimum":0}}	/items: "minimum" on a number: bounds are supported on integers only
+{"type":"integer","minimum":10,"exclusiveMaximum":10}	/: the schema has no valid value: no integer of at most 16 digits is within its bounds
+{"type":"integer","maximum":"3"}	/: maximum: expected a number
 {"properties":{"a/b":{"pattern":"x"}}}	/properties/a~1b: unsupported keyword "pattern"
 {"type":"strin"}	/: type: unknown type "strin"
 {"type":[]}	/: type: expected a type's name or a list of them
