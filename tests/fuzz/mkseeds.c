@@ -161,7 +161,8 @@ main(int argc, char *argv[])
 		"{\"oneOf\":[{\"const\":{\"a\":[1,\"\\u00e9\"]}},{\"type\":[\"boolean\",\"null\"]}]}",
 		"{\"additionalProperties\":{\"type\":\"string\",\"minLength\":2}}",
 		"{\"items\":{\"$ref\":\"#\"},\"minItems\":1}", "true", "{}", "{\"format\":\"x\"}",
-		"[1, 2", "{\"$ref\":\"#\"}" };
+		"[1, 2", "{\"$ref\":\"#\"}",
+		"{\"type\":\"integer\",\"minimum\":-37,\"exclusiveMaximum\":1e3}" };
 	char buf[256], name[32];
 	size_t i;
 	int v;
