@@ -270,12 +270,7 @@ run_prompt(struct run *r, const int *ids, int from, int to, float **logits)
 	return END_DONE;
 }
 
-/*
- * --score --grammar: how the stream stands with the grammar, for the last
- * line and the exit status.
- */
-enum { GRAMMAR_WHOLE, GRAMMAR_START, GRAMMAR_LEFT };
-
+/* --score --grammar: how the stream stands with the grammar, for the last line and the exit status. */
 struct scoring {
 	struct gstate *gs;	/* NULL: no grammar */
 	struct gmask *gm;
@@ -292,7 +287,6 @@ score_token(struct run *r, struct scoring *sc, float *row, int id, long at)
 {
 	const struct model_config *c = &r->m.c;
 	int end[3] = { c->eos_id, c->eot_id, c->eom_id };
-	struct buf text = { 0 };
 
 	if (!sc->gs)
 		return log_prob(row, c->vocab_size, id);
@@ -304,9 +298,7 @@ score_token(struct run *r, struct scoring *sc, float *row, int id, long at)
 		warnx_("stdin: token %ld (id %d): the grammar does not allow it", at, id);
 		return -INFINITY;
 	}
-	tok_piece(sc->gm->t, id, 0, &text);
-	gstate_accept(sc->gs, text.s, text.n);
-	buf_free(&text);
+	gmask_take(sc->gm, sc->gs, id);
 	return log_prob(row, c->vocab_size, id);
 }
 
@@ -532,7 +524,6 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 {
 	struct held h = { { 0 }, 0 };
 	enum end end = END_DONE;
-	struct buf text = { 0 };
 	int next, stopped;
 
 	while (r->n_gen < n_predict) {
@@ -550,12 +541,8 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 		    next == r->m.c.eom_id))
 			break;
 		ids_push(&h.gen, next);
-		if (gs) {
-			/* the mask allowed it: the state takes its text */
-			text.n = 0;
-			tok_piece(gm->t, next, 0, &text);
-			gstate_accept(gs, text.s, text.n);
-		}
+		if (gs)	/* the mask allowed it: the state takes its text */
+			gmask_take(gm, gs, next);
 		/* a stop string's tokens are never written; those that may begin one wait */
 		stopped = st && stop_push(st, next);
 		if (write_held(&h, st ? (size_t)st->safe : h.gen.n) < 0) {
@@ -587,7 +574,6 @@ generate(struct run *r, struct sampler *smp, float *logits, int n_predict, int i
 	if (end != END_PIPE && write_held(&h, h.gen.n) < 0 && end == END_DONE)
 		end = stdout_failed(r);
 	ids_free(&h.gen);
-	buf_free(&text);
 	return end;
 }
 

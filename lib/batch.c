@@ -102,13 +102,8 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 		return;
 	}
 	ids_push(&q->gen, next);
-	if (b->grammar) {
-		/* the mask allowed it: the state takes its piece, and may be at an end */
-		struct buf piece = { 0 };
-		tok_piece(b->gm->t, next, 0, &piece);
-		gstate_accept(&q->gs, piece.s, piece.n);
-		buf_free(&piece);
-	}
+	if (b->grammar)	/* the mask allowed it: the state takes its piece, and may be at an end */
+		gmask_take(b->gm, &q->gs, next);
 	if (b->n_stops && stop_push(&q->stop, next)) {
 		q->gen.n = (size_t)q->stop.safe;	/* the stop text's tokens are not kept */
 		q->state = SEQ_DONE;
@@ -202,7 +197,6 @@ score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
 {
 	const struct model_config *c = &b->run->m->c;
 	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
-	struct buf piece = { 0 };
 
 	q->scored++;
 	if (q->left < 0) {
@@ -214,9 +208,7 @@ score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
 		q->nll = INFINITY;
 		return;
 	}
-	tok_piece(b->gm->t, id, 0, &piece);
-	gstate_accept(&q->gs, piece.s, piece.n);
-	buf_free(&piece);
+	gmask_take(b->gm, &q->gs, id);
 	q->nll -= log_prob(row, c->vocab_size, id);
 }
 

@@ -1222,3 +1222,11 @@ gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end,
 	}
 	return n;
 }
+
+int
+gmask_take(struct gmask *m, struct gstate *st, int id)
+{
+	if (id < 0 || id >= m->t->n_vocab || !m->text[id])
+		return 0;
+	return accept_bytes(st, m->text[id], m->len[id], &m->tmp, &m->scratch);
+}

@@ -135,5 +135,7 @@ const unsigned char *gmask_compute(struct gmask *m, const struct gstate *st, con
     int n_end);
 /* The logits of the tokens st's mask refuses made -inf; how many it allows (0: none can follow). */
 int gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end, float *logits);
+/* st on past token id's piece (the one m keeps): gstate_accept's answer; 0 for a token with none. */
+int gmask_take(struct gmask *m, struct gstate *st, int id);
 
 #endif
