@@ -608,5 +608,7 @@ printf ']' >>"$JSON"
 JSON="$JSON" sh bench/lines.sh
 # What a grammar costs a token (issue 35): printed only.
 sh bench/grammar.sh
+# Gemma 3's shapes: memory with sliding layers, and speed (issue 36): printed only.
+sh bench/gemma3.sh
 printf '}\n' >>"$JSON"
 echo "written: $JSON"

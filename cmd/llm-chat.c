@@ -183,7 +183,7 @@ turn(struct chat *c, const char *text, int *interrupted)
 	}
 	n_prompt = (int)c->conv.n;
 	/* a reply must fit, and its close after it */
-	room = c->kv.window ? INT_MAX : c->kv.max_ctx - (int)c->conv.n - c->close_len;
+	room = c->kv.win[0].window ? INT_MAX : c->kv.max_ctx - (int)c->conv.n - c->close_len;
 	if (room < 1)
 		return refuse(c, n_conv, "%d tokens with this message do not fit the context of %d "
 		    "(a larger --ctx, or --kv-window)", (int)c->conv.n + c->close_len + 1, c->kv.max_ctx);
@@ -318,7 +318,7 @@ resume(struct chat *c, int *type, int *window, int *sinks, int ctx, const char *
 		*type = c->snap.meta.k_type;
 	if (!*window && c->snap.meta.window)
 		*window = (int)c->snap.meta.window, *sinks = (int)c->snap.meta.sinks;
-	if (kv_init_types(&c->kv, c->m.c.n_layers, c->m.c.n_kv_heads, c->m.c.head_dim,
+	if (model_kv_init(&c->m, &c->kv,
 	    ctx ? ctx : (int)c->snap.meta.max_ctx, 0, *type, *type) < 0)
 		die(1, "%s", llm_err());
 	if (*window && kv_set_window(&c->kv, *sinks, *window) < 0)
@@ -460,7 +460,7 @@ main(int argc, char *argv[])
 	if (c.kv_path && stat(c.kv_path, &st) == 0) {
 		resume(&c, &type, &window, &sinks, ctx, system);
 	} else {
-		if (kv_init_types(&c.kv, c.m.c.n_layers, c.m.c.n_kv_heads, c.m.c.head_dim,
+		if (model_kv_init(&c.m, &c.kv,
 		    ctx ? ctx : c.m.c.context_length, 0, type < 0 ? KV_F32 : type,
 		    type < 0 ? KV_F32 : type) < 0)
 			die(1, "%s", llm_err());

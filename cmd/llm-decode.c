@@ -120,6 +120,8 @@ print_stats(const struct run *r)
 	double ttft = r->n_gen ? (r->t_first - r->t_start) * 1e3 : 0;
 	double prefill_tps = prefill > 0 ? (r->n_prompt - r->reused) / prefill : 0;
 	double decode_tps = r->n_gen > 1 && decode > 0 ? (r->n_gen - 1) / decode : 0;
+	/* the global layers' window's evictions */
+	int evicted = r->kv.seq_len ? kv_win_evicted(&r->kv.win[0], r->kv.seq_len - 1) : 0;
 	struct json j;
 
 	if (r->stats) {
@@ -143,10 +145,13 @@ print_stats(const struct run *r)
 		    argv0, kv_bytes(&r->kv), r->kv.cap, r->kv.max_ctx, kv_resident_bytes(&r->kv),
 		    r->kv.grow_seconds * 1e3, peak_rss_bytes(), r->threads, seed);
 	}
-	if (r->stats && r->kv.window)
+	if (r->stats && r->kv.win[0].window)
 		fprintf(stderr, "%s: kv window: %d sinks and the newest %d positions in %d slots, "
-		    "%d positions evicted\n", argv0, r->kv.sinks, r->kv.window, r->kv.slots,
-		    r->kv.seq_len ? kv_evicted(&r->kv, r->kv.seq_len - 1) : 0);
+		    "%d positions evicted\n", argv0, r->kv.win[0].sinks, r->kv.win[0].window,
+		    r->kv.win[0].slots, evicted);
+	if (r->stats && r->kv.slides)
+		fprintf(stderr, "%s: kv sliding layers: the newest %d positions in %d slots\n", argv0,
+		    r->kv.win[1].window, r->kv.win[1].slots);
 	if (r->stats_json) {
 		json_begin(&j, stderr);
 		json_int(&j, "prompt_tokens", r->n_prompt);
@@ -164,9 +169,10 @@ print_stats(const struct run *r)
 		json_num(&j, "kv_grow_ms", r->kv.grow_seconds * 1e3);
 		json_int(&j, "kv_capacity", r->kv.cap);
 		json_int(&j, "max_ctx", r->kv.max_ctx);
-		json_int(&j, "kv_window", r->kv.window);
-		json_int(&j, "kv_sinks", r->kv.sinks);
-		json_int(&j, "kv_evicted", r->kv.seq_len ? kv_evicted(&r->kv, r->kv.seq_len - 1) : 0);
+		json_int(&j, "kv_window", r->kv.win[0].window);
+		json_int(&j, "kv_sinks", r->kv.win[0].sinks);
+		json_int(&j, "kv_evicted", evicted);
+		json_int(&j, "kv_sliding_window", r->kv.slides ? r->kv.win[1].window : 0);
 		json_int(&j, "reused_tokens", r->reused);
 		json_int(&j, "computed_tokens", r->computed);
 		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
@@ -392,7 +398,7 @@ resume(struct run *r, const char *path, const int *ids, int n_ids)
 		warnx_("%s: nothing reused: the %d tokens it shares with the input cannot be loaded "
 		    "into this cache (k %s v %s%s; see --kv-in in llm-decode(1))", path, lcp,
 		    kv_type_name(r->kv.k_type), kv_type_name(r->kv.v_type),
-		    r->kv.window ? ", windowed" : "");
+		    kv_windowed(&r->kv) ? ", windowed" : "");
 }
 
 /*
@@ -429,7 +435,7 @@ warm_up(struct run *r, const int *ids, int n)
 
 	if (n > MODEL_BATCH)
 		n = MODEL_BATCH;
-	if (kv_init_types(&kv, r->m.c.n_layers, r->m.c.n_kv_heads, r->m.c.head_dim, n, 0,
+	if (model_kv_init(&r->m, &kv, n, 0,
 	    r->kv.k_type, r->kv.v_type) < 0)
 		die(1, "%s", llm_err());
 	if (model_forward(&r->run, &kv, ids, n, 0, MODEL_OUT_LAST, NULL) < 0)
@@ -713,7 +719,7 @@ slot_cache(struct lines *L, int i)
 	struct run *r = L->r;
 
 	if (!kv->k) {
-		if (kv_init_types(kv, r->m.c.n_layers, r->m.c.n_kv_heads, r->m.c.head_dim, L->max_ctx,
+		if (model_kv_init(&r->m, kv, L->max_ctx,
 		    L->prealloc, L->k_type, L->v_type) < 0 ||
 		    (L->window && kv_set_window(kv, L->sinks, L->window) < 0))
 			die(1, "%s", llm_err());
@@ -1239,7 +1245,7 @@ main(int argc, char *argv[])
 		    r.m.c.context_length);
 	if (kv_in)
 		open_snapshot(&r, kv_in, &k_type, &v_type, &window, &sinks);
-	if (kv_init_types(&r.kv, r.m.c.n_layers, r.m.c.n_kv_heads, r.m.c.head_dim,
+	if (model_kv_init(&r.m, &r.kv,
 	    ctx ? ctx : r.m.c.context_length, prealloc, k_type < 0 ? KV_F32 : k_type,
 	    v_type < 0 ? KV_F32 : v_type) < 0)
 		die(1, "%s", llm_err());
@@ -1286,7 +1292,7 @@ main(int argc, char *argv[])
 			die(1, "stdin: empty prompt, and the model has no BOS token");
 		ids[n_ids++] = r.m.c.bos_id;
 	}
-	if (n_ids > r.kv.max_ctx && !r.kv.window)
+	if (n_ids > r.kv.max_ctx && !r.kv.win[0].window)
 		die(1, "stdin: %d prompt tokens do not fit max_ctx %d", n_ids, r.kv.max_ctx);
 	r.n_prompt = n_ids;
 	for (c = 0; c < n_ids; c++)

@@ -102,10 +102,12 @@ main(int argc, char *argv[])
 				continue;
 			if (snapshot_verify_block(&s, l, w) < 0)
 				die(1, "%s: %s", path, llm_err());
-			for (i = sl.p0; i < sl.p1; i++) {
+			uint32_t p0, p1;
+			snapshot_slice_rows(&s, &sl, l, &p0, &p1);
+			for (i = p0; i < p1; i++) {
 				/* as the model computed it: dequantized, rotated back; a window's rows by position */
-				r = snapshot_row_at(&s, i);
-				p = snapshot_row_pos(&s, r);
+				r = snapshot_row_at(&s, l, i);
+				p = snapshot_row_pos(&s, l, r);
 				snapshot_row(&s, l, w, r, row);
 				if (raw) {
 					if (fwrite(row + sl.d0, sizeof(float), sl.d1 - sl.d0, stdout) != sl.d1 - sl.d0)

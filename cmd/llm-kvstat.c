@@ -27,27 +27,61 @@ usage(int status)
 }
 
 /*
- * The rows the cache holds live, in the order of their positions: all of
- * them, or a window's sinks and its newest positions (a grouped window
- * also stores a few evicted rows that share a group with live ones).
+ * The rows the cache holds live, in the order of their positions, for
+ * each window (the global layers', the sliding layers'): all of them, or
+ * a window's sinks and its newest positions (a grouped window also
+ * stores a few evicted rows that share a group with live ones).
  */
-static uint32_t *rows, n_live;
-static uint32_t n_sinks;	/* the live rows that are sinks */
+static uint32_t *rows_of[2], n_live_of[2];
+static uint32_t n_sinks_of[2];	/* the live rows that are sinks */
+static uint32_t *rows, n_live, n_sinks;	/* the global layers', or the sliding ones' if none is global */
+static uint32_t axis;			/* a layer of that window */
+
+/* A layer's window: 0 global, 1 sliding. */
+static int
+win_of(const struct snapshot *s, uint32_t l)
+{
+	return s->meta.slides ? s->meta.slides[l] : 0;
+}
 
 static void
 live_rows(const struct snapshot *s)
 {
-	uint32_t i, r, p, first = s->n_pos > s->meta.window ? s->n_pos - s->meta.window : 0;
+	uint32_t i, r, p, l;
 
-	rows = xmalloc((s->n_rows ? s->n_rows : 1) * sizeof *rows);
-	for (i = 0; i < s->n_rows; i++) {
-		r = snapshot_row_at(s, i);
-		p = snapshot_row_pos(s, r);
-		if (!s->meta.window || p < s->meta.sinks || p >= first) {
-			rows[n_live++] = r;
-			n_sinks += s->meta.window && p < s->meta.sinks && p < first;
+	for (int c = 0; c < 2; c++) {
+		const struct snap_win *w = &s->win[c];
+		rows_of[c] = xmalloc((w->n_rows ? w->n_rows : 1) * sizeof *rows);
+		for (l = 0; l < s->meta.n_layers && win_of(s, l) != c; l++)
+			;
+		for (i = 0; l < s->meta.n_layers && i < w->n_rows; i++) {
+			r = snapshot_row_at(s, l, i);
+			p = snapshot_row_pos(s, l, r);
+			if (snapshot_live(s, l, p)) {
+				rows_of[c][n_live_of[c]++] = r;
+				n_sinks_of[c] += w->window && p < w->sinks && p + w->window < s->n_pos;
+			}
 		}
 	}
+	for (l = 0; l < s->meta.n_layers && win_of(s, l) != 0; l++)
+		;
+	int c = l < s->meta.n_layers ? 0 : 1;
+	rows = rows_of[c], n_live = n_live_of[c], n_sinks = n_sinks_of[c];
+	for (axis = 0; win_of(s, axis) != c; axis++)
+		;
+}
+
+/* The row of a layer that holds position pos live, or -1. */
+static long
+live_row(const struct snapshot *s, uint32_t l, uint32_t pos)
+{
+	const struct snap_win *w = snapshot_win(s, l);
+
+	if (!snapshot_live(s, l, pos))
+		return -1;
+	if (!w->ring_slots || pos < w->sink_slots)
+		return pos;
+	return w->sink_slots + (pos - w->sink_slots) % w->ring_slots;
 }
 
 /* Statistics of a layer's K or V, over the values as the model computed them. */
@@ -55,7 +89,8 @@ static void
 block_stats(const struct snapshot *s, uint32_t layer, int which, float *row, double *chan,
     struct stat_row *st)
 {
-	uint32_t n_pos = n_live, dim = s->meta.kv_dim, p, d;
+	const uint32_t *rows = rows_of[win_of(s, layer)];
+	uint32_t n_pos = n_live_of[win_of(s, layer)], dim = s->meta.kv_dim, p, d;
 	double sum_abs = 0, sum_sq = 0;
 	uint64_t i, n = (uint64_t)n_pos * dim;
 
@@ -134,7 +169,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 	FILE *fp;
 	uint32_t l, c, p, d;
 	int w, r, g, b;
-
+	/* the axis: the positions of the global layers' live rows (rows, n_live, axis) */
 	if (cols == 0)
 		cols = 1, panel_w = 40;
 	/* "-": standard output, which then carries the SVG alone */
@@ -148,17 +183,24 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 				/* Positions are binned when there are more than COLS_MAX. */
 				uint32_t p0 = (uint32_t)((uint64_t)c * P / cols), p1 = (uint32_t)((uint64_t)(c + 1) * P / cols);
 				double acc = 0;
+				uint32_t held = 0;
 				for (p = p0; p < p1; p++) {
 					double ss = 0;
-					snapshot_row(s, l0 + l, w, rows[p], row);
+					/* a sliding layer holds only its newest positions */
+					long rr = live_row(s, l0 + l, snapshot_row_pos(s, axis, rows[p]));
+					if (rr < 0)
+						continue;
+					snapshot_row(s, l0 + l, w, (uint32_t)rr, row);
 					for (d = 0; d < s->meta.kv_dim; d++)
 						ss += (double)row[d] * row[d];
 					acc += sqrt(ss);
+					held++;
 				}
-				norm[w][(size_t)l * cols + c] = acc / (p1 - p0);
-				if (isfinite(acc)) {	/* NaN and infinity are drawn grey */
-					lo[w] = fmin(lo[w], acc / (p1 - p0));
-					hi[w] = fmax(hi[w], acc / (p1 - p0));
+				/* none held: no cell (the layer's window has evicted them) */
+				norm[w][(size_t)l * cols + c] = held ? acc / held : -1;
+				if (held && isfinite(acc)) {	/* NaN and infinity are drawn grey */
+					lo[w] = fmin(lo[w], acc / held);
+					hi[w] = fmax(hi[w], acc / held);
 				}
 			}
 		}
@@ -178,6 +220,8 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 	if (s->meta.window)
 		fprintf(fp, " (%u sinks, a window of %u; %u positions evicted)", s->meta.sinks,
 		    s->meta.window, s->n_pos - P);
+	if (s->meta.swa)
+		fprintf(fp, " (sliding layers: the newest %u positions)", s->meta.swa);
 	fprintf(fp, "</text>\n");
 	for (w = KV_K; w <= KV_V; w++) {
 		int y0 = TOP + w * ((int)L * ROW_H + PANEL_GAP);
@@ -186,12 +230,15 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 		/* a window's parts in the panel's title, where no label overlaps another */
 		if (s->meta.window && n_sinks > 0 && n_sinks < P)
 			fprintf(fp, "<tspan fill=\"red\">  sinks 0-%u, left of the red line; the window from %u"
-			    "</tspan>", snapshot_row_pos(s, rows[n_sinks - 1]), snapshot_row_pos(s, rows[n_sinks]));
+			    "</tspan>", snapshot_row_pos(s, axis, rows[n_sinks - 1]),
+			    snapshot_row_pos(s, axis, rows[n_sinks]));
 		fprintf(fp, "</text>\n");
 		fprintf(fp, "<g shape-rendering=\"crispEdges\">\n");
 		for (l = 0; l < L; l++)
 			for (c = 0; c < cols && P > 0; c++) {
 				double v = norm[w][(size_t)l * cols + c];
+				if (v == -1)
+					continue;
 				if (isfinite(v))
 					colour((v - lo[w]) / (hi[w] - lo[w]), &r, &g, &b);
 				else
@@ -229,7 +276,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 			/* the position of the row there: a window's are not 0..P-1 */
 			fprintf(fp, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%u</text>\n",
 			    x, y0 + (int)L * ROW_H + 15, P == 0 ? 0 : i < P ?
-			    snapshot_row_pos(s, rows[i]) : snapshot_row_pos(s, rows[P - 1]) + 1);
+			    snapshot_row_pos(s, axis, rows[i]) : snapshot_row_pos(s, axis, rows[P - 1]) + 1);
 		}
 		if (first) {
 			/* where the sinks end and the window starts */
@@ -320,7 +367,7 @@ main(int argc, char *argv[])
 	if (svg && strcmp(svg, "-") == 0) {
 		/* the SVG alone on standard output: no table before it */
 		write_svg(&s, svg, path, lo, hi - lo);
-		free(chan), free(row), free(rows);
+		free(chan), free(row), free(rows_of[0]), free(rows_of[1]);
 		snapshot_close(&s);
 		return 0;
 	}
@@ -345,8 +392,16 @@ main(int argc, char *argv[])
 		/* the window's keys belong to the object, before the per-layer array */
 		if (s.meta.window)
 			printf("\"sinks\":%u,\"window\":%u,\"rows\":%u,\"live_rows\":%u,"
-			    "\"evicted\":%u,\"window_first\":%u,", s.meta.sinks, s.meta.window, s.n_rows,
-			    n_live, s.n_pos - n_live, n_live > n_sinks ? snapshot_row_pos(&s, rows[n_sinks]) : 0);
+			    "\"evicted\":%u,\"window_first\":%u,", s.meta.sinks, s.meta.window, s.win[0].n_rows,
+			    n_live, s.n_pos - n_live, n_live > n_sinks ? snapshot_row_pos(&s, axis, rows[n_sinks]) : 0);
+		if (s.meta.swa) {
+			printf("\"sliding_window\":%u,\"sliding_live_rows\":%u,\"sliding_layers\":[",
+			    s.meta.swa, n_live_of[1]);
+			for (l = 0, c = 0; l < s.meta.n_layers; l++)
+				if (win_of(&s, l))
+					printf("%s%u", c++ ? "," : "", l);
+			printf("],");
+		}
 		printf("\"per_layer\":[");
 	} else {
 		printf("file          %s\nversion       %u\nfingerprint   %s\n"
@@ -364,18 +419,31 @@ main(int argc, char *argv[])
 			if (n_sinks)
 				printf("sinks 0-%u, ", n_sinks - 1);
 			if (n_live > n_sinks)
-				printf("window %u-%u", snapshot_row_pos(&s, rows[n_sinks]), s.n_pos - 1);
+				printf("window %u-%u", snapshot_row_pos(&s, axis, rows[n_sinks]), s.n_pos - 1);
 			printf("), %u evicted\n\n", s.n_pos - n_live);
 		}
-		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s\n", "layer",
+		if (s.meta.swa) {
+			/* the sliding layers, and what they hold */
+			printf("sliding       layers");
+			for (l = 0, c = 0; l < s.meta.n_layers; l++)
+				if (win_of(&s, l))
+					printf("%s%u", c++ ? "," : " ", l);
+			printf(" keep the newest %u positions: %u live rows", s.meta.swa, n_live_of[1]);
+			if (n_live_of[1])
+				printf(" (%u-%u)", s.n_pos - n_live_of[1], s.n_pos - 1);
+			printf(", %u evicted\n\n", s.n_pos - n_live_of[1]);
+		}
+		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s%s\n", "layer",
 		    "K min", "K max", "K mean|x|", "K rms", "K chan", "V min", "V max",
-		    "V mean|x|", "V rms", "V chan");
+		    "V mean|x|", "V rms", "V chan", s.meta.swa ? "  window" : "");
 	}
 	for (l = lo; l < hi; l++) {
 		for (w = KV_K; w <= KV_V; w++)
 			block_stats(&s, l, w, row, chan, &st[w]);
 		if (json) {
-			printf("%s{\"layer\":%u", l > lo ? "," : "", l);
+			/* its window: the positions it keeps (0: all), and its live rows */
+			printf("%s{\"layer\":%u,\"window\":%u,\"live_rows\":%u", l > lo ? "," : "", l,
+			    win_of(&s, l) ? s.meta.swa : s.meta.window, n_live_of[win_of(&s, l)]);
 			for (w = KV_K; w <= KV_V; w++) {
 				printf(",\"%s\":{\"min\":", w ? "v" : "k");
 				json_number(st[w].min);
@@ -391,9 +459,14 @@ main(int argc, char *argv[])
 			}
 			printf("}");
 		} else {
-			printf("%5u  %10.4g %10.4g %9.4g %9.4g %7u  %10.4g %10.4g %9.4g %9.4g %7u\n", l,
+			printf("%5u  %10.4g %10.4g %9.4g %9.4g %7u  %10.4g %10.4g %9.4g %9.4g %7u", l,
 			    st[0].min, st[0].max, st[0].mean_abs, st[0].rms, st[0].top_channel,
 			    st[1].min, st[1].max, st[1].mean_abs, st[1].rms, st[1].top_channel);
+			if (s.meta.swa && win_of(&s, l))
+				printf("  %6u", s.meta.swa);
+			else if (s.meta.swa)
+				printf("  %6s", "global");
+			printf("\n");
 		}
 	}
 	if (json)
@@ -402,7 +475,8 @@ main(int argc, char *argv[])
 		write_svg(&s, svg, path, lo, hi - lo);
 	free(chan);
 	free(row);
-	free(rows);
+	free(rows_of[0]);
+	free(rows_of[1]);
 	snapshot_close(&s);
 	if (fflush(stdout) == EOF)
 		die(1, "stdout:");

@@ -30,6 +30,7 @@ attn_init(struct attn *a, int n_heads, int n_kv_heads, int head_dim, const struc
 	a->n_kv_heads = n_kv_heads;
 	a->head_dim = head_dim;
 	a->rope = rope;
+	a->scale = 1.0f / sqrtf((float)head_dim);
 	a->pool = pool;
 }
 
@@ -106,9 +107,11 @@ key_scores(const struct attn *a, const struct kv *kv, int layer, int kvh, int u0
 
 /* Grouped keys: the complete groups a query at pos reads; once a window's ring is full, all. */
 static int
-complete_groups(const struct kv *kv, int pos)
+complete_groups(const struct kv *kv, int layer, int pos)
 {
-	return pos / KV_GROUP < kv->slots / KV_GROUP ? pos / KV_GROUP : kv->slots / KV_GROUP;
+	int slots = kv_win(kv, layer)->slots;
+
+	return pos / KV_GROUP < slots / KV_GROUP ? pos / KV_GROUP : slots / KV_GROUP;
 }
 
 /*
@@ -181,7 +184,7 @@ ring_scores(const struct attn_job *job, int kvh, int pos, const float *q, int he
 		end = pos + 1;
 		rows = ring_rows(job, KV_K, kvh, p, &end, &ld);
 		quant_gemm(ring_row_type(kv, KV_K), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
-		    att + kv_slot(kv, r0) + (p - r0), (size_t)job->a->att_cap);
+		    att + kv_slot(kv, job->layer, r0) + (p - r0), (size_t)job->a->att_cap);
 	}
 }
 
@@ -202,7 +205,8 @@ attention_scores(const struct attn_job *job, int kvh, int first, int last, const
 	int nq = (last - first + 1) * group, t;
 
 	key_scores(job->a, kv, job->layer, kvh, 0,
-	    kv_grouped(kv) ? complete_groups(kv, last) : kv_seen(kv, last), q, nq, att, ld);
+	    kv_grouped(kv) ? complete_groups(kv, job->layer, last) : kv_seen(kv, job->layer, last), q,
+	    nq, att, ld);
 	for (t = first; kv->ring[KV_K] && t <= last; t++)
 		ring_scores(job, kvh, t, q + (size_t)(t - first) * group * hd, group,
 		    att + (size_t)(t - first) * group * ld);
@@ -221,8 +225,9 @@ static void
 attention_window(const struct attn *a, const struct kv *kv, int layer, int kvh, int pos,
     const float *q, int group, float *att, float *scratch)
 {
+	const struct kv_win *w = kv_win(kv, layer);
 	size_t ld = (size_t)a->att_cap;
-	int hd = a->head_dim, e = kv_evicted(kv, pos), lo, p, h, d;
+	int hd = a->head_dim, e = kv_evicted(kv, layer, pos), lo, p, h, d;
 	/* scratch: the rotated queries, a key, and the angles (group + 2 heads) */
 	float *qs = scratch, *key = scratch + (size_t)group * hd, *cs = key + hd, sum;
 
@@ -232,19 +237,19 @@ attention_window(const struct attn *a, const struct kv *kv, int layer, int kvh, 
 	 * Evicted positions [sinks, sinks + e) still held: those of the sink
 	 * slots' round-up, and the ring's oldest, from pos - ring_slots + 1.
 	 */
-	lo = pos - kv->ring_slots + 1 > kv->sink_slots ? pos - kv->ring_slots + 1 : kv->sink_slots;
-	for (p = kv->sinks; p < kv->sinks + e; p++) {
-		if (p >= kv->sink_slots && p < lo) {
+	lo = pos - w->ring_slots + 1 > w->sink_slots ? pos - w->ring_slots + 1 : w->sink_slots;
+	for (p = w->sinks; p < w->sinks + e; p++) {
+		if (p >= w->sink_slots && p < lo) {
 			p = lo - 1;	/* overwritten: skip to the ring's oldest */
 			continue;
 		}
 		for (h = 0; h < group; h++)
-			att[h * ld + kv_slot(kv, p)] = -INFINITY;
+			att[h * ld + kv_slot(kv, layer, p)] = -INFINITY;
 	}
 	memcpy(qs, q, (size_t)group * hd * sizeof *qs);
 	rope_angles(a->rope, -e, cs);
 	rope_rotate(a->rope, qs, group, cs);
-	for (p = 0; p < kv->sinks; p++) {
+	for (p = 0; p < w->sinks; p++) {
 		kv_key(kv, layer, p, kvh * hd, hd, key);
 		for (h = 0; h < group; h++) {
 			for (sum = 0, d = 0; d < hd; d++)
@@ -274,7 +279,7 @@ value_span(const struct attn_job *job, int kvh, int d0, int w, const float *att,
 	att += (size_t)a * ld;
 	out += (size_t)a * ldo;
 	while (ring && s < e) {	/* f32 rows of f16 values, or q8_0 rows of q4_0 ones */
-		int p = r0 + s - kv_slot(kv, r0), end = p + e - s;
+		int p = r0 + s - kv_slot(kv, layer, r0), end = p + e - s;
 		const char *rows = ring_rows(job, KV_V, kvh, p, &end, &lr);
 		if (kv->ring_type[KV_V] == KV_Q8_0)
 			kernels_row_values(GGML_Q8_0, end - p, b - a, att + s, ld, rows, lr, col, w,
@@ -313,7 +318,8 @@ ring_values(const struct attn_job *job, int kvh, int d0, int w, int first, int g
     const float *att, int a, int b, float *out, size_t ldo)
 {
 	const struct kv *kv = job->kv;
-	int r0 = kv_ring_from(kv, KV_V, first + a / group), s0 = kv_slot(kv, r0), done = s0, h, end;
+	int r0 = kv_ring_from(kv, KV_V, first + a / group), s0 = kv_slot(kv, job->layer, r0);
+	int done = s0, h, end;
 
 	value_span(job, kvh, d0, w, att, a, b, 0, s0, 0, r0, out, ldo, 0);
 	for (h = a; h < b; ) {
@@ -324,7 +330,7 @@ ring_values(const struct attn_job *job, int kvh, int d0, int w, int first, int g
 			h++;
 	}
 	for (h = a; h < b; h++) {
-		int pos = first + h / group, seen = kv_seen(kv, pos);
+		int pos = first + h / group, seen = kv_seen(kv, job->layer, pos);
 		end = s0 + pos - r0 + 1;
 		if (end < seen)
 			value_span(job, kvh, d0, w, att, h, h + 1, end, seen, 0, r0, out, ldo, 1);
@@ -354,10 +360,10 @@ attention_values(const struct attn_job *job, int kvh, int first, int group, cons
 		h = h1;
 	}
 	while (h < b) {
-		end = kv_seen(kv, first + h / group);	/* the slots query h sees */
+		end = kv_seen(kv, job->layer, first + h / group);	/* the slots query h sees */
 		value_span(job, kvh, 0, (int)hd, att, h, b, done, end, 0, 0, out, hd, done > 0);
 		done = end;
-		while (h < b && kv_seen(kv, first + h / group) == end)
+		while (h < b && kv_seen(kv, job->layer, first + h / group) == end)
 			h++;
 	}
 }
@@ -373,7 +379,7 @@ attention_worker(void *arg, int ith, int nth)
 	int n_kv_heads = a->n_kv_heads;
 	int q_dim = a->n_heads * a->head_dim, hd = a->head_dim;
 	int tiles = (job->n + ATTN_TILE - 1) / ATTN_TILE;
-	float scale = 1.0f / sqrtf((float)hd);
+	float scale = a->scale;
 	float *att = a->att + (size_t)ith * ATTN_TILE * group * a->att_cap;
 	float *qt = a->tile + (size_t)ith * tile_floats(a), *ot = qt + ATTN_TILE * group * hd;
 	int work, i, g, nq;
@@ -404,7 +410,7 @@ attention_worker(void *arg, int ith, int nth)
 			    att + (size_t)(i - i0) * group * a->att_cap, ot);	/* ot: free till the values */
 		for (g = 0; g < nq; g++)
 			kernels_softmax(att + (size_t)g * a->att_cap,
-			    kv_seen(job->kv, job->pos + i0 + g / group), scale);
+			    kv_seen(job->kv, job->layer, job->pos + i0 + g / group), scale);
 		attention_values(job, kvh, job->pos + i0, group, att, 0, nq, ot);
 		for (i = i0; i < i1; i++)
 			memcpy(job->out + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
@@ -432,14 +438,14 @@ split_scores(void *arg, int ith, int nth)
 	const struct attn *a = job->a;
 	const struct kv *kv = job->kv;
 	int group = group_of(a), hd = a->head_dim, w;
-	int n_kv_heads = a->n_kv_heads, seen = kv_seen(kv, job->pos);
+	int n_kv_heads = a->n_kv_heads, seen = kv_seen(kv, job->layer, job->pos);
 
 	for (w = ith; w < n_kv_heads * nth; w += nth) {
 		int kvh = w / nth, piece = w % nth;
 		const float *q = job->q + (size_t)job->row * a->n_heads * hd + (size_t)kvh * group * hd;
 		float *att = a->att + (size_t)kvh * group * a->att_cap;
 		/* a slice of the rows, or of the complete groups (split_softmax scores the f16 rows) */
-		int units = kv_grouped(kv) ? complete_groups(kv, job->pos) : seen;
+		int units = kv_grouped(kv) ? complete_groups(kv, job->layer, job->pos) : seen;
 		key_scores(a, kv, job->layer, kvh, (int)((long long)units * piece / nth),
 		    (int)((long long)units * (piece + 1) / nth), q, group, att, (size_t)a->att_cap);
 	}
@@ -463,7 +469,7 @@ split_softmax(void *arg, int ith, int nth)
 		if (kv->ring[KV_K])	/* after the store, which split_scores has done */
 			ring_scores(job, h / group, job->pos, q, 1, att);
 		attention_window(a, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
-		kernels_softmax(att, kv_seen(job->kv, job->pos), 1.0f / sqrtf((float)hd));
+		kernels_softmax(att, kv_seen(job->kv, job->layer, job->pos), a->scale);
 	}
 }
 
@@ -474,7 +480,7 @@ split_values(void *arg, int ith, int nth)
 	const struct attn *a = job->a;
 	const struct kv *kv = job->kv;
 	int group = group_of(a), hd = a->head_dim, w;
-	int nb = hd % 32 == 0 ? hd / 32 : 1, bw = hd / nb, seen = kv_seen(kv, job->pos);
+	int nb = hd % 32 == 0 ? hd / 32 : 1, bw = hd / nb, seen = kv_seen(kv, job->layer, job->pos);
 	int n_kv_heads = a->n_kv_heads;
 
 	for (w = ith; w < n_kv_heads * nb; w += nth) {
@@ -495,7 +501,7 @@ attention(struct attn_job *job)
 	struct attn *a = job->a;
 	const struct kv *kv = job->kv;
 	int nth = pool_threads(a->pool), n_kv_heads = a->n_kv_heads;
-	long long seen = kv_seen(kv, job->pos);
+	long long seen = kv_seen(kv, job->layer, job->pos);
 	atomic_int next;
 
 	/* the split needs a row of att per query head */
@@ -544,7 +550,7 @@ kv_attend(struct kv *kv, struct attn *a, int layer, int pos, int n, const float 
 		    layer, pos, pos + n - 1);
 		return -1;
 	}
-	reserve(a, kv_seen(kv, pos + n - 1));
+	reserve(a, kv_seen(kv, layer, pos + n - 1));
 	/*
 	 * The rows go in and are attended to a step at a time where a ring
 	 * must keep the rows of the step's queries (kv_put_max), or a
@@ -552,7 +558,7 @@ kv_attend(struct kv *kv, struct attn *a, int layer, int pos, int n, const float 
 	 */
 	for (i = 0; i < n; i += b) {
 		int p = pos + i;
-		b = kv_attend_step(kv, p, n - i);
+		b = kv_attend_step(kv, layer, p, n - i);
 		if (kv_put_appended(kv, layer, p, b) < 0)
 			return -1;
 		job = (struct attn_job){ a, kv, layer, p, b, i, q, out, NULL, NULL };

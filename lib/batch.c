@@ -231,7 +231,7 @@ batch_step(struct batch *b)
 				continue;
 			n = k ? prompt_end(b, q) - q->pos : 1;
 			n = n < budget ? n : budget;
-			if (!q->kv->window && q->pos + n > q->kv->max_ctx) {
+			if (!q->kv->win[0].window && q->pos + n > q->kv->max_ctx) {
 				fail(q, "context full: position %d is past max_ctx %d", q->pos + n - 1,
 				    q->kv->max_ctx);
 				continue;

@@ -335,6 +335,17 @@ kernels_silu_mul(float *g, const float *u, size_t n)
 }
 
 void
+kernels_gelu_mul(float *g, const float *u, size_t n)
+{
+	const float c = 0.7978845608028654f;	/* sqrt(2 / pi) */
+
+	for (size_t i = 0; i < n; i++) {
+		float x = g[i];
+		g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+	}
+}
+
+void
 kernels_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
     const float *q, size_t ldq, int T, float *out, size_t ld_out)
 {

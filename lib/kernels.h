@@ -52,6 +52,12 @@ void kernels_row_values(uint32_t type, int n_pos, int heads, const float *att, s
 
 /* SwiGLU: g[i] = silu(g[i]) * u[i] for i < n, with the kernels in use. */
 void kernels_silu_mul(float *g, const float *u, size_t n);
+/*
+ * GeGLU: g[i] = gelu(g[i]) * u[i] for i < n, GELU in its tanh form,
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as Gemma's
+ * gelu_pytorch_tanh; portable C on every machine.
+ */
+void kernels_gelu_mul(float *g, const float *u, size_t n);
 
 /* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
 void kernels_softmax(float *x, int n, float scale);

@@ -184,10 +184,32 @@ unit_bytes(const struct kv *kv, int which)
 	return which ? kv->v_unit : kv->k_unit;
 }
 
+/* A layer's positions at cap: its window's slots at most. */
+static int
+layer_cap(const struct kv *kv, int layer, int cap)
+{
+	int slots = kv_win(kv, layer)->slots;
+
+	return cap < slots ? cap : slots;
+}
+
+/* The units before each layer's at cap, and all of them in base[n_layers]. */
+static void
+layout(const struct kv *kv, int which, int cap, size_t *base)
+{
+	base[0] = 0;
+	for (int l = 0; l < kv->n_layers; l++)
+		base[l + 1] = base[l] + units(kv, which, layer_cap(kv, l, cap));
+}
+
 static size_t
 store_bytes(const struct kv *kv, int which, int cap)
 {
-	return (size_t)kv->n_layers * units(kv, which, cap) * unit_bytes(kv, which);
+	size_t n = 0;
+
+	for (int l = 0; l < kv->n_layers; l++)
+		n += units(kv, which, layer_cap(kv, l, cap));
+	return n * unit_bytes(kv, which);
 }
 
 void *
@@ -195,8 +217,7 @@ kv_unit(const struct kv *kv, int layer, int which, int unit)
 {
 	if (unit < kv->shared[which])
 		return (char *)kv->share_at[2 * layer + which] + (size_t)unit * unit_bytes(kv, which);
-	return store(kv, which) +
-	    ((size_t)layer * units(kv, which, kv->cap) + (size_t)unit) * unit_bytes(kv, which);
+	return store(kv, which) + (kv->base[which][layer] + (size_t)unit) * unit_bytes(kv, which);
 }
 
 const char *
@@ -226,7 +247,7 @@ kv_share(struct kv *kv, int base, const void *const *at)
 {
 	int grouped_k = grouped(kv, KV_K);
 
-	if (kv->seq_len || kv->written || kv->window || base < 0 || base > kv->max_ctx ||
+	if (kv->seq_len || kv->written || kv_windowed(kv) || base < 0 || base > kv->max_ctx ||
 	    (grouped_k && base % KV_GROUP)) {
 		llm_seterr("kv: %d positions cannot be shared by this cache", base);
 		return -1;
@@ -311,21 +332,27 @@ move_up(char *dst, char *src, size_t n)
 
 /*
  * Re-lay one store from cap to newcap positions per layer, in place: the
- * units [shared, moved) of each layer, for the shared ones are not in it.
+ * units [shared, moved) of each layer (at most those it holds), for the
+ * shared ones are not in it.  Each layer starts no lower than before.
  */
 static void
-relayout(const struct kv *kv, int which, int newcap, size_t moved)
+relayout(struct kv *kv, int which, int newcap, size_t moved)
 {
-	size_t unit = unit_bytes(kv, which), from = units(kv, which, kv->cap);
-	size_t to = units(kv, which, newcap), u0 = (size_t)kv->shared[which];
+	size_t unit = unit_bytes(kv, which), u0 = (size_t)kv->shared[which], n;
+	size_t *from = kv->base[which], *to = xmalloc(((size_t)kv->n_layers + 1) * sizeof *to);
 	char *base = store(kv, which);
 	int l;
 
-	if (to == from || moved <= u0)
-		return;
-	for (l = kv->n_layers - 1; l > 0; l--)
-		move_up(base + ((size_t)l * to + u0) * unit, base + ((size_t)l * from + u0) * unit,
-		    (moved - u0) * unit);
+	layout(kv, which, newcap, to);
+	for (l = kv->n_layers - 1; l > 0 && kv->cap; l--) {
+		n = units(kv, which, layer_cap(kv, l, kv->cap));
+		if (moved < n)
+			n = moved;
+		if (to[l] != from[l] && n > u0)
+			move_up(base + (to[l] + u0) * unit, base + (from[l] + u0) * unit, (n - u0) * unit);
+	}
+	memcpy(from, to, ((size_t)kv->n_layers + 1) * sizeof *to);
+	free(to);
 }
 
 /* ---- making and growing ---- */
@@ -368,7 +395,9 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	nb = ((size_t)kv->kv_dim + 31) / 32;	/* blocks of a quantized row, the last padded */
 	kv->k_unit = kv_type_unit(k_type, KV_K, kv->kv_dim);
 	kv->v_unit = kv_type_unit(v_type, KV_V, kv->kv_dim);
-	kv->slots = max_ctx;
+	kv->win[0].slots = kv->win[1].slots = max_ctx;
+	kv->base[KV_K] = xcalloc((size_t)n_layers + 1, sizeof(size_t));
+	kv->base[KV_V] = xcalloc((size_t)n_layers + 1, sizeof(size_t));
 	for (int which = KV_K; which <= KV_V; which++) {
 		int type = which ? v_type : k_type;
 		if ((kv->ring_type[which] = kv_type_ring(type, which)) < 0)
@@ -395,23 +424,35 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	return 0;
 }
 
-/* Reserve the stores for kv->slots positions and grow to the first capacity. */
+/*
+ * Reserve the stores for the most positions any layer holds (kv->top:
+ * its window's slots, or max_ctx where a cache stops there) and grow to
+ * the first capacity.
+ */
 static int
 reserve(struct kv *kv)
 {
-	kv->k_reserved = round_up(store_bytes(kv, 0, kv->slots), page_size);
-	kv->v_reserved = round_up(store_bytes(kv, 1, kv->slots), page_size);
+	kv->top = 0;
+	for (int l = 0; l < kv->n_layers; l++) {
+		int slots = kv_win(kv, l)->slots;
+		if (!kv->win[0].window && slots > kv->max_ctx)
+			slots = kv->max_ctx;
+		if (slots > kv->top)
+			kv->top = slots;
+	}
+	kv->k_reserved = round_up(store_bytes(kv, 0, kv->top), page_size);
+	kv->v_reserved = round_up(store_bytes(kv, 1, kv->top), page_size);
 	if (!(kv->k = store_reserve(kv->k_reserved)) || !(kv->v = store_reserve(kv->v_reserved))) {
 		llm_seterr("kv: cannot reserve %zu bytes of address space for %d positions: %s",
-		    kv->k_reserved + kv->v_reserved, kv->slots, strerror(errno));
+		    kv->k_reserved + kv->v_reserved, kv->top, strerror(errno));
 		return -1;
 	}
-	if (kv_grow_to(kv, kv->prealloc ? kv->slots : 1) < 0)
+	if (kv_grow_to(kv, kv->prealloc ? kv->top : 1) < 0)
 		return -1;
 	if (kv->prealloc) {
 		/* A dense cache, as the comparison runs want it: every page resident. */
-		memset(kv->k, 0, store_bytes(kv, 0, kv->slots));
-		memset(kv->v, 0, store_bytes(kv, 1, kv->slots));
+		memset(kv->k, 0, store_bytes(kv, 0, kv->top));
+		memset(kv->v, 0, store_bytes(kv, 1, kv->top));
 	}
 	return 0;
 }
@@ -427,6 +468,17 @@ unreserve(struct kv *kv)
 	kv->cap = 0;
 }
 
+/* A window's slots: each part rounded up to whole groups of g. */
+static void
+win_shape(struct kv_win *w, int g, int sinks, int window, int ring)
+{
+	w->sinks = sinks;
+	w->window = window;
+	w->sink_slots = (sinks + g - 1) / g * g;
+	w->ring_slots = (ring + g - 1) / g * g;
+	w->slots = w->sink_slots + w->ring_slots;
+}
+
 int
 kv_window_shape(struct kv *kv, int g, int max_ctx, int sinks, int window)
 {
@@ -440,11 +492,7 @@ kv_window_shape(struct kv *kv, int g, int max_ctx, int sinks, int window)
 		llm_seterr("a window of %d is less than the %d positions of a group", window, g);
 		return -1;
 	}
-	kv->sinks = sinks;
-	kv->window = window;
-	kv->sink_slots = (sinks + g - 1) / g * g;
-	kv->ring_slots = (window + g - 1) / g * g;
-	kv->slots = kv->sink_slots + kv->ring_slots;
+	win_shape(&kv->win[0], g, sinks, window, window);
 	return 0;
 }
 
@@ -469,6 +517,45 @@ kv_set_window(struct kv *kv, int sinks, int window)
 	return reserve(kv);
 }
 
+int
+kv_slide_shape(struct kv_win *w, int g, int window)
+{
+	if (window < 1 || window < g || window > KV_MAX_CTX) {
+		llm_seterr("a sliding window of %d positions is less than the %d of a group", window, g);
+		return -1;
+	}
+	win_shape(w, g, 0, window, g == 1 ? window + KV_SLIDE - 1 : window);
+	return 0;
+}
+
+int
+kv_set_sliding(struct kv *kv, const unsigned char *slides, int window)
+{
+	int l, any = 0, g = kv_window_group(kv->k_type, kv->v_type);
+
+	if (kv->seq_len || kv->written) {
+		llm_seterr("kv: sliding layers are set on an empty cache");
+		return -1;
+	}
+	for (l = 0; l < kv->n_layers; l++)
+		any |= slides[l] != 0;
+	if (any && kv_slide_shape(&kv->win[1], g, window) < 0) {
+		llm_seterr("kv: a sliding window of %d positions is less than the %d of a group of "
+		    "k %s v %s", window, g, kv_type_name(kv->k_type), kv_type_name(kv->v_type));
+		return -1;
+	}
+	free(kv->slides);
+	kv->slides = NULL;
+	if (any) {
+		kv->slides = xmalloc((size_t)kv->n_layers);
+		for (l = 0; l < kv->n_layers; l++)
+			kv->slides[l] = slides[l] != 0;
+		kv->ring_back[KV_K] = kv->ring_back[KV_V] = 0;	/* see the ring in kv.h */
+	}
+	unreserve(kv);
+	return reserve(kv);
+}
+
 void
 kv_free(struct kv *kv)
 {
@@ -487,6 +574,11 @@ kv_free(struct kv *kv)
 	kv->ring_end = NULL;
 	free(kv->share_at);
 	kv->share_at = NULL;
+	free(kv->slides);
+	kv->slides = NULL;
+	free(kv->base[KV_K]);
+	free(kv->base[KV_V]);
+	kv->base[KV_K] = kv->base[KV_V] = NULL;
 	kv->shared[KV_K] = kv->shared[KV_V] = 0;
 	kv->cap = kv->seq_len = kv->written = kv->groups = 0;
 }
@@ -498,22 +590,22 @@ kv_grow_to(struct kv *kv, int npos)
 	size_t rows;
 	int cap;
 
-	if (kv->window && npos > kv->slots)
-		npos = kv->slots;	/* the ring takes the rest */
-	if (npos <= kv->cap)
-		return 0;
-	if (npos > kv->slots) {
+	if (npos > kv->max_ctx && !kv->win[0].window) {
 		llm_seterr("context full: position %d is past max_ctx %d",
 		    npos - 1, kv->max_ctx);
 		return -1;
 	}
+	if (npos > kv->top)
+		npos = kv->top;	/* the rings take the rest */
+	if (npos <= kv->cap)
+		return 0;
 	t0 = now_seconds();
 	/* The founding rule: 64 (or max_ctx), doubling, never past max_ctx (windowed: slots). */
 	cap = kv->cap ? kv->cap : KV_INITIAL_CAP;
 	while (cap < npos)
 		cap *= 2;
-	if (cap > kv->slots)
-		cap = kv->slots;
+	if (cap > kv->top)
+		cap = kv->top;
 	if (mprotect(kv->k, round_up(store_bytes(kv, 0, cap), page_size), PROT_READ | PROT_WRITE) < 0 ||
 	    mprotect(kv->v, round_up(store_bytes(kv, 1, cap), page_size), PROT_READ | PROT_WRITE) < 0) {
 		llm_seterr("kv: out of memory growing to %d positions", cap);
@@ -522,22 +614,14 @@ kv_grow_to(struct kv *kv, int npos)
 	rows = (size_t)(kv->seq_len > kv->written ? kv->seq_len : kv->written);
 	if (rows > (size_t)kv->cap)
 		rows = (size_t)kv->cap;
-	if (kv->cap) {
-		relayout(kv, 0, cap, grouped(kv, 0) ? (size_t)kv->groups : rows);
-		relayout(kv, 1, cap, rows);
-	}
+	relayout(kv, 0, cap, grouped(kv, 0) ? (size_t)kv->groups : rows);
+	relayout(kv, 1, cap, rows);
 	kv->cap = cap;
 	kv->grow_seconds += now_seconds() - t0;
 	return 0;
 }
 
 /* ---- writing ---- */
-
-static size_t
-offset(const struct kv *kv, int layer, int pos)
-{
-	return ((size_t)layer * kv->cap + pos) * kv->kv_dim;
-}
 
 float *
 kv_k_write(struct kv *kv, int layer, int pos)
@@ -550,7 +634,7 @@ kv_k_write(struct kv *kv, int layer, int pos)
 		return NULL;
 	if (pos >= kv->written)
 		kv->written = pos + 1;
-	return kv->k + offset(kv, layer, kv_slot(kv, pos));
+	return kv_unit(kv, layer, KV_K, kv_slot(kv, layer, pos));
 }
 
 float *
@@ -564,7 +648,7 @@ kv_v_write(struct kv *kv, int layer, int pos)
 		return NULL;
 	if (pos >= kv->written)
 		kv->written = pos + 1;
-	return kv->v + offset(kv, layer, kv_slot(kv, pos));
+	return kv_unit(kv, layer, KV_V, kv_slot(kv, layer, pos));
 }
 
 /* One row of kv_dim floats into a row of the type, rotated first if it is. */
@@ -597,7 +681,7 @@ encode_row(const struct kv *kv, int type, int rotated, const float *x, void *dst
 static void
 encode_group(struct kv *kv, int layer, int g)
 {
-	void *dst = kv_unit(kv, layer, KV_K, kv_slot(kv, g * KV_GROUP) / KV_GROUP);
+	void *dst = kv_unit(kv, layer, KV_K, kv_slot(kv, layer, g * KV_GROUP) / KV_GROUP);
 	float col[KV_GROUP];
 	int c, j;
 
@@ -632,7 +716,7 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	if (!grouped(kv, which))
 		for (i = 0; i < n; i++)
 			encode_row(kv, type, rotated, rows + (size_t)i * ld,
-			    kv_unit(kv, layer, which, kv_slot(kv, pos + i)));
+			    kv_unit(kv, layer, which, kv_slot(kv, layer, pos + i)));
 	if (kv->ring[which]) {
 		for (i = 0; i < n; i++)
 			encode_row(kv, kv->ring_type[which], rotated, rows + (size_t)i * ld,
@@ -655,7 +739,7 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 int
 kv_begin(struct kv *kv, int pos, int n)
 {
-	if (!kv->window && pos + n > kv->max_ctx) {
+	if (!kv->win[0].window && pos + n > kv->max_ctx) {
 		llm_seterr("context full: position %d is past max_ctx %d", pos + n - 1, kv->max_ctx);
 		return -1;
 	}
@@ -667,28 +751,41 @@ kv_begin(struct kv *kv, int pos, int n)
 }
 
 int
-kv_attend_step(const struct kv *kv, int pos, int n)
+kv_attend_step(const struct kv *kv, int layer, int pos, int n)
 {
+	const struct kv_win *w = kv_win(kv, layer);
+	int step = kv_put_max(kv, pos) < n ? kv_put_max(kv, pos) : n;
+
 	/*
-	 * A batch that wraps a window's ring would overwrite rows its own
-	 * earlier tokens read: its tokens then write and attend one by one.
-	 * A store with a ring takes kv_put_max at once.
+	 * A batch that wraps a window's ring must not overwrite the rows its
+	 * first token reads, the newest window.  In row stores of f32 a
+	 * position y overwrites y - ring_slots alone, so a step takes
+	 * ring_slots - window + 1 positions (the rows its later tokens
+	 * overwrite are ones its earlier tokens no longer see, masked as
+	 * evicted); a group of keys completed by a later token would
+	 * overwrite a whole group of slots, so caches in groups go one
+	 * token at a time.  A store with a ring takes kv_put_max at once.
 	 */
-	if (kv->window && pos + n > kv->slots)
-		return 1;
-	return kv_put_max(kv, pos) < n ? kv_put_max(kv, pos) : n;
+	if (w->window && pos + n > w->slots) {
+		int most = kv_window_group(kv->k_type, kv->v_type) == 1 ? w->ring_slots - w->window + 1 : 1;
+		if (step > most)
+			step = most;
+	}
+	return step;
 }
 
 /*
  * Whether a batch's rows of K or V go straight to the store: an f32 store
- * that takes the batch whole (the founding design's write accessor,
- * nothing copied).  Other types' rows wait in the staging rows until
+ * that takes the batch whole, in contiguous slots (the founding design's
+ * write accessor, nothing copied).  Other types' rows wait in the staging rows until
  * kv_attend() puts them in their type a step at a time.
  */
 static int
-in_place(const struct kv *kv, int which, int pos, int n)
+in_place(const struct kv *kv, int which, int layer, int pos, int n)
 {
-	return (which ? kv->v_type : kv->k_type) == KV_F32 && kv_attend_step(kv, pos, n) == n;
+	/* ... and whose slots are contiguous: the batch does not wrap a window's ring */
+	return (which ? kv->v_type : kv->k_type) == KV_F32 && kv_attend_step(kv, layer, pos, n) == n &&
+	    kv_slot(kv, layer, pos + n - 1) - kv_slot(kv, layer, pos) == n - 1;
 }
 
 static int
@@ -705,10 +802,10 @@ kv_append_rows(struct kv *kv, int layer, int which, int pos, int n)
 {
 	if (bad_append(kv, layer, pos, n))
 		return NULL;
-	if (in_place(kv, which, pos, n)) {
+	if (in_place(kv, which, layer, pos, n)) {
 		if (kv_grow_to(kv, pos + n) < 0)
 			return NULL;
-		return (float *)kv_unit(kv, layer, which, kv_slot(kv, pos));
+		return (float *)kv_unit(kv, layer, which, kv_slot(kv, layer, pos));
 	}
 	if (n > kv->staged_cap) {
 		for (int w = KV_K; w <= KV_V; w++) {
@@ -727,7 +824,8 @@ kv_append(struct kv *kv, int layer, int pos, int n)
 		return -1;
 	kv->staged_layer = layer, kv->staged_pos = pos, kv->staged_n = n;
 	/* rows written in place are in the store already */
-	if ((in_place(kv, KV_K, pos, n) || in_place(kv, KV_V, pos, n)) && pos + n > kv->written)
+	if ((in_place(kv, KV_K, layer, pos, n) || in_place(kv, KV_V, layer, pos, n)) &&
+	    pos + n > kv->written)
 		kv->written = pos + n;
 	return 0;
 }
@@ -744,7 +842,7 @@ kv_put_appended(struct kv *kv, int layer, int pos, int n)
 	size_t off = (size_t)(pos - kv->staged_pos) * kv->kv_dim;
 
 	for (int which = KV_K; which <= KV_V; which++)
-		if (!in_place(kv, which, kv->staged_pos, kv->staged_n) &&
+		if (!in_place(kv, which, layer, kv->staged_pos, kv->staged_n) &&
 		    put(kv, which, layer, pos, n, kv->staged[which] + off, (size_t)kv->kv_dim) < 0)
 			return -1;
 	return 0;
@@ -842,7 +940,7 @@ kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 		kv_key(kv, layer, pos, 0, kv->kv_dim, out);
 		return;
 	}
-	kv_decode_span(type, kv_unit(kv, layer, which, kv_slot(kv, pos)), 0, kv->kv_dim, out);
+	kv_decode_span(type, kv_unit(kv, layer, which, kv_slot(kv, layer, pos)), 0, kv->kv_dim, out);
 	if (kv->v_rotated)
 		quant_hadamard(out, (size_t)kv->kv_dim, kv->rot);
 }
@@ -850,7 +948,7 @@ kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 void
 kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 {
-	int s = kv_slot(kv, pos);
+	int s = kv_slot(kv, layer, pos);
 
 	if (!grouped(kv, KV_K))
 		kv_decode_span(kv->k_type, kv_unit(kv, layer, KV_K, s), c0, n, out);
@@ -862,15 +960,21 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 }
 
 int
-kv_slot_pos(const struct kv *kv, int pos, int s)
+kv_win_slot_pos(const struct kv_win *w, int pos, int s)
 {
 	int top;
 
-	if (s < kv->sink_slots || !kv->window || pos < kv->slots)
+	if (s < w->sink_slots || !w->window || pos < w->slots)
 		return s;
 	/* the ring holds the ring_slots newest positions; pos is at kv_slot(pos) */
-	top = kv_slot(kv, pos);
-	return pos - (top - s + kv->ring_slots) % kv->ring_slots;
+	top = kv_win_slot(w, pos);
+	return pos - (top - s + w->ring_slots) % w->ring_slots;
+}
+
+int
+kv_slot_pos(const struct kv *kv, int layer, int pos, int s)
+{
+	return kv_win_slot_pos(kv_win(kv, layer), pos, s);
 }
 
 /* ---- the rest of the founding interface ---- */
@@ -926,7 +1030,7 @@ ring_bytes(const struct kv *kv)
 
 	for (int which = KV_K; which <= KV_V; which++) {
 		rows = (size_t)kv->ring_rows[which];
-		if (kv->cap < kv->ring_rows[which] && !kv->window)
+		if (kv->cap < kv->ring_rows[which] && !kv_windowed(kv))
 			rows = (size_t)kv->cap;
 		if (kv->ring[which])
 			n += (size_t)kv->n_layers * rows * kv_ring_row_bytes(kv, which);
@@ -972,7 +1076,7 @@ kv_resident_bytes(const struct kv *kv)
 }
 
 int
-kv_rows(const struct kv *kv, int n)
+kv_rows(const struct kv *kv, int layer, int n)
 {
-	return kv->window && n > kv->slots ? kv->slots : n;
+	return kv_win_rows(kv_win(kv, layer), n);
 }

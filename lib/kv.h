@@ -71,18 +71,35 @@ size_t kv_type_row_bytes(int type, int kv_dim);
 int kv_rot_of(int v_type, int head_dim);
 
 /*
+ * A window: the first sinks positions and the newest window ones are
+ * kept, generation goes on past max_ctx, and a layer's store holds slots
+ * rows: sink_slots for the sinks, then a ring of ring_slots.  Without a
+ * window (window 0) slots is max_ctx and a position's slot is the
+ * position itself.
+ */
+struct kv_win {
+	int sinks, window;
+	int sink_slots, ring_slots, slots;
+};
+
+/*
  * K and V are each one store laid out [layer][pos][row]: offset =
  * ((layer * cap) + pos) * row bytes, the row being kv_dim elements of
  * the store's type.  Grouped keys take a group of KV_GROUP positions as
  * their unit: offset = ((layer * groups) + g) * group bytes, groups =
  * cap rounded up to KV_GROUP.  cap starts at 64 (or max_ctx if smaller)
  * and doubles when a write needs a position past it, never above max_ctx.
+ * A layer with a window holds at most its slots: with sliding layers,
+ * layer l starts after the min(cap, slots) positions of each layer
+ * before it (kv->base), which is layer * cap when no layer's window is
+ * shorter than cap.
  */
 struct kv {
 	int n_layers;
 	int kv_dim;
 	int max_ctx;
-	int cap;		/* positions allocated per layer */
+	int cap;		/* positions allocated per layer (a windowed layer's: its slots at most) */
+	int top;		/* the most positions a layer holds: cap's ceiling */
 	int seq_len;		/* positions filled */
 	int written;		/* 1 + the highest position written */
 	float *k, *v;		/* the stores; each reserves max_ctx positions of address space */
@@ -104,14 +121,15 @@ struct kv {
 	float *scratch;		/* one row, padded to whole blocks, for quantizing */
 
 	/*
-	 * A windowed cache (kv_set_window): the first sinks positions and
-	 * the newest window ones are kept, generation goes on past max_ctx,
-	 * and the store holds slots rows: sink_slots for the sinks, then a
-	 * ring of ring_slots.  Without a window slots is max_ctx and a
-	 * position's slot is the position itself.
+	 * Windows, per layer (kv_win): win[0] is every layer's, or with
+	 * sliding layers (kv_set_sliding) the global layers'; win[1] the
+	 * sliding layers'.  slides: by layer, 1 for a sliding layer; NULL
+	 * when none slides.  A layer's store holds min(cap, its slots)
+	 * positions, laid out one layer after another (base).
 	 */
-	int sinks, window;	/* window 0: not windowed */
-	int sink_slots, ring_slots, slots;
+	struct kv_win win[2];
+	unsigned char *slides;
+	size_t *base[2];	/* K's and V's units before each layer's, n_layers + 1 of them, at cap */
 
 	/*
 	 * The rows kv_append() took for kv_attend(): a batch's f32 keys and
@@ -151,19 +169,50 @@ void kv_free(struct kv *kv);
  * Make a new, empty cache windowed: it keeps positions [0, sinks) and
  * the newest window, in sinks + window slots (each part rounded up to
  * whole groups where a store is grouped or has a ring, and window then
- * at least KV_GROUP).  sinks + window must not exceed max_ctx.  0, or -1
- * with llm_err().
+ * at least KV_GROUP).  sinks + window must not exceed max_ctx.  With
+ * sliding layers, the window is the global layers'.  0, or -1 with
+ * llm_err().
  */
 int kv_set_window(struct kv *kv, int sinks, int window);
+/*
+ * Make the layers whose slides[l] is set slide (Gemma 3's local
+ * layers): a query at p sees the keys at p - window < k <= p, at their
+ * own positions (no sinks), and the layer keeps the newest of them in a
+ * ring.  An f32 cache's ring has window + KV_SLIDE - 1 slots, so that a
+ * batch of KV_SLIDE positions goes in at once; other types' rings are
+ * the window rounded up to whole groups, and once they wrap a batch
+ * goes in a token at a time (kv_attend_step).  Those types refuse a
+ * window shorter than a group (KV_GROUP).  On an empty cache, before or
+ * after kv_set_window; no layer set is a cache without sliding layers.
+ * 0, or -1 with llm_err().
+ */
+#define KV_SLIDE 32
+int kv_set_sliding(struct kv *kv, const unsigned char *slides, int window);
+/* A sliding layer's window shape, its slots rounded to groups of g (for readers of files too); 0 or -1. */
+int kv_slide_shape(struct kv_win *w, int g, int window);
 /* The positions whose slots a window keeps whole: KV_GROUP where a store is grouped or has a ring, else 1. */
 int kv_window_group(int k_type, int v_type);
 /*
  * The window of a cache, in a struct kv that has no stores (for readers
- * of files, whose layout may round to another group g): sets sinks,
- * window and the slots.  0, or -1 with llm_err() if the window does not
- * fit max_ctx or the groups.
+ * of files, whose layout may round to another group g): sets win[0].
+ * 0, or -1 with llm_err() if the window does not fit max_ctx or the
+ * groups.
  */
 int kv_window_shape(struct kv *kv, int g, int max_ctx, int sinks, int window);
+
+/* A layer's window. */
+static inline const struct kv_win *
+kv_win(const struct kv *kv, int layer)
+{
+	return &kv->win[kv->slides ? kv->slides[layer] : 0];
+}
+
+/* Whether any layer has a window. */
+static inline int
+kv_windowed(const struct kv *kv)
+{
+	return kv->win[0].window || kv->slides;
+}
 
 /* The first position a query at pos reads from the ring of K or V. */
 static inline int
@@ -186,36 +235,58 @@ kv_put_max(const struct kv *kv, int pos)
 	return kv->ring[KV_K] || kv->ring[KV_V] ? KV_GROUP + KV_PUT - pos % KV_GROUP : 1 << 30;
 }
 
-/* The slot that holds position pos: the layout's "pos" (founding design). */
+/* The slot of a window that holds position pos: the layout's "pos" (founding design). */
 static inline int
-kv_slot(const struct kv *kv, int pos)
+kv_win_slot(const struct kv_win *w, int pos)
 {
-	if (!kv->window || pos < kv->sink_slots)
+	if (!w->window || pos < w->sink_slots)
 		return pos;
-	return kv->sink_slots + (pos - kv->sink_slots) % kv->ring_slots;
+	return w->sink_slots + (pos - w->sink_slots) % w->ring_slots;
 }
 
-/* The slots a query at position pos reads: [0, kv_seen). */
 static inline int
-kv_seen(const struct kv *kv, int pos)
+kv_slot(const struct kv *kv, int layer, int pos)
 {
-	return kv->window && pos >= kv->slots ? kv->slots : pos + 1;
+	return kv_win_slot(kv_win(kv, layer), pos);
+}
+
+/* The slots of a layer a query at position pos reads: [0, kv_seen). */
+static inline int
+kv_seen(const struct kv *kv, int layer, int pos)
+{
+	const struct kv_win *w = kv_win(kv, layer);
+
+	return w->window && pos >= w->slots ? w->slots : pos + 1;
 }
 
 /*
- * The positions evicted before a query at pos: it sees [0, sinks) and
- * [sinks + evicted, pos].  0 without a window or before it slides.
+ * The positions of a layer evicted before a query at pos: it sees
+ * [0, sinks) and [sinks + evicted, pos].  0 without a window or before
+ * it slides.
  */
 static inline int
-kv_evicted(const struct kv *kv, int pos)
+kv_win_evicted(const struct kv_win *w, int pos)
 {
-	int e = pos - (kv->sinks + kv->window - 1);
+	int e = pos - (w->sinks + w->window - 1);
 
-	return kv->window && e > 0 ? e : 0;
+	return w->window && e > 0 ? e : 0;
 }
 
-/* The position whose row a query at pos finds in slot s < kv_seen(kv, pos). */
-int kv_slot_pos(const struct kv *kv, int pos, int s);
+static inline int
+kv_evicted(const struct kv *kv, int layer, int pos)
+{
+	return kv_win_evicted(kv_win(kv, layer), pos);
+}
+
+/* The position whose row a query at pos finds in slot s < kv_seen(kv, layer, pos). */
+int kv_slot_pos(const struct kv *kv, int layer, int pos, int s);
+int kv_win_slot_pos(const struct kv_win *w, int pos, int s);
+/* The slots of a window that hold positions [0, n). */
+static inline int
+kv_win_rows(const struct kv_win *w, int n)
+{
+	return w->window && n > w->slots ? w->slots : n;
+}
 
 /* Make room for positions [0, npos) (windowed: their slots); 0 or -1 (llm_err()). */
 int kv_grow_to(struct kv *kv, int npos);
@@ -242,8 +313,12 @@ int kv_append(struct kv *kv, int layer, int pos, int n);
 
 /* For attn.c: whether kv_append took exactly these positions of this layer. */
 int kv_appended(const struct kv *kv, int layer, int pos, int n);
-/* For attn.c: the positions of a batch of n at pos attended to at once (kv_put_max, or 1 where a window's ring wraps). */
-int kv_attend_step(const struct kv *kv, int pos, int n);
+/*
+ * For attn.c: the positions of a batch of n at pos attended to at once in
+ * a layer (kv_put_max, and where a window's ring wraps, as many as leave
+ * in it the rows of the step's first query).
+ */
+int kv_attend_step(const struct kv *kv, int layer, int pos, int n);
 /* For attn.c: the appended rows of [pos, pos + n) into the stores, before their attention. */
 int kv_put_appended(struct kv *kv, int layer, int pos, int n);
 
@@ -297,8 +372,8 @@ size_t kv_bytes(const struct kv *kv);
 /* The bytes of K and V really resident now: the pages written (mincore). */
 size_t kv_resident_bytes(const struct kv *kv);
 
-/* The slots that hold positions [0, n): n, or a wrapped window's slots. */
-int kv_rows(const struct kv *kv, int n);
+/* The slots of a layer that hold positions [0, n): n, or a wrapped window's slots. */
+int kv_rows(const struct kv *kv, int layer, int n);
 /*
  * Unit u (a slot's row, or a group of grouped keys) of a layer's K or V
  * store, the shared rows included.

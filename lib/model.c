@@ -91,15 +91,20 @@ bind_norm(struct model *m, const char *name, int n, const float **out)
 	return 0;
 }
 
-/* What sets each family apart from the plain llama forward pass. */
+/*
+ * What sets each family apart from the plain llama forward pass.  gemma:
+ * post-norms, a GELU gate, embeddings scaled by sqrt(dim), sliding
+ * layers and a final logit cap read from its keys.
+ */
 static const struct family {
 	const char *name;
-	int rope_neox, qkv_bias, qk_norm, fused;
+	int rope_neox, qkv_bias, qk_norm, fused, gemma;
 } families[] = {
-	{ "llama", 0, 0, 0, 0 },
-	{ "qwen2", 1, 1, 0, 0 },	/* Q, K, V biases */
-	{ "qwen3", 1, 0, 1, 0 },	/* per-head Q, K norms */
-	{ "phi3", 1, 0, 0, 1 },		/* fused QKV and gate+up */
+	{ "llama", 0, 0, 0, 0, 0 },
+	{ "qwen2", 1, 1, 0, 0, 0 },	/* Q, K, V biases */
+	{ "qwen3", 1, 0, 1, 0, 0 },	/* per-head Q, K norms */
+	{ "phi3", 1, 0, 0, 1, 0 },	/* fused QKV and gate+up */
+	{ "gemma3", 1, 0, 1, 0, 1 },	/* per-head Q, K norms and the rest of gemma's */
 };
 
 static int
@@ -123,7 +128,7 @@ read_config(struct model *m)
 		if (arch.n == strlen(fam->name) && memcmp(arch.s, fam->name, arch.n) == 0)
 			break;
 	if (fam == families + sizeof families / sizeof families[0]) {
-		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3 and phi3 are)",
+		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3, phi3 and gemma3 are)",
 		    (int)(arch.n > 40 ? 40 : arch.n), arch.s);
 		return -1;
 	}
@@ -132,6 +137,7 @@ read_config(struct model *m)
 	c->qkv_bias = fam->qkv_bias;
 	c->qk_norm = fam->qk_norm;
 	c->fused = fam->fused;
+	c->post_norms = c->gelu = fam->gemma;
 	snprintf(a, sizeof a, "%s", c->arch);
 #define KEY(s) (snprintf(key, sizeof key, "%s." s, a), key)
 	if (get_u32(m, KEY("embedding_length"), 1, 0, &c->dim) ||
@@ -183,6 +189,37 @@ read_config(struct model *m)
 	if (!(c->rope_base > 0) || !(c->rms_eps >= 0)) {
 		llm_seterr("bad rope.freq_base or layer_norm_rms_epsilon");
 		return -1;
+	}
+	c->embd_scale = fam->gemma ? sqrtf((float)c->dim) : 1.0f;
+	c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+	c->rope_base_swa = 10000.0f;
+	if (fam->gemma) {
+		/*
+		 * As llama.cpp reads gemma3: no sliding_window, no sliding
+		 * layers; the pattern 6 unless the file says (0: all slide);
+		 * the sliding layers' RoPE base 10000 unless it says.  27B
+		 * scales its scores by 1/sqrt(dim / heads), which no key
+		 * tells: llama.cpp knows it by its 62 layers, and so do we.
+		 */
+		if (get_u32(m, KEY("attention.sliding_window"), 0, 0, &c->n_swa) ||
+		    get_u32(m, KEY("attention.sliding_window_pattern"), 0, 6, &c->swa_pattern))
+			return -1;
+		if ((r = gguf_get_f32(&m->gguf, KEY("rope.freq_base_swa"), &f)) < 0)
+			return -1;
+		if (r)
+			c->rope_base_swa = f;
+		if ((r = gguf_get_f32(&m->gguf, KEY("final_logit_softcapping"), &f)) < 0)
+			return -1;
+		if (r)
+			c->softcap = f;
+		if (c->n_layers == 62)
+			c->attn_scale = 1.0f / sqrtf((float)(c->dim / c->n_heads));
+		if (c->n_swa > KV_MAX_CTX || c->swa_pattern > KV_MAX_LAYERS || !(c->rope_base_swa > 0) ||
+		    !(c->softcap >= 0) || isinf(c->softcap)) {
+			llm_seterr("bad sliding_window %d, sliding_window_pattern %d, rope.freq_base_swa "
+			    "or final_logit_softcapping", c->n_swa, c->swa_pattern);
+			return -1;
+		}
 	}
 #undef KEY
 	if (!(emb = gguf_find_tensor(&m->gguf, "token_embd.weight"))) {
@@ -270,6 +307,9 @@ bind_weights(struct model *m)
 		if (c->qk_norm && (bind_norm(m, W("attn_q_norm"), c->head_dim, &L->q_norm) ||
 		    bind_norm(m, W("attn_k_norm"), c->head_dim, &L->k_norm)))
 			return -1;
+		if (c->post_norms && (bind_norm(m, W("post_attention_norm"), c->dim, &L->attn_post_norm) ||
+		    bind_norm(m, W("post_ffw_norm"), c->dim, &L->ffn_post_norm)))
+			return -1;
 #undef W
 #define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
 		if (c->qkv_bias && (bind_norm(m, B("attn_q"), q_dim, &L->bq) ||
@@ -306,6 +346,53 @@ model_load(struct model *m, const char *path)
 	}
 	rope_init(&m->rope, m->c.rope_dim, m->c.head_dim, m->c.rope_neox, m->c.rope_base,
 	    m->rope_factors);
+	/* layer l slides if l % pattern < pattern - 1, as llama.cpp's set_swa_pattern */
+	for (int l = 0, p = m->c.swa_pattern; m->c.n_swa > 0 && l < m->c.n_layers; l++)
+		if (p == 0 || l % p < p - 1) {
+			if (!m->slides)
+				m->slides = xcalloc((size_t)m->c.n_layers, 1);
+			m->slides[l] = 1;
+		}
+	if (m->slides)
+		rope_init(&m->rope_swa, m->c.rope_dim, m->c.head_dim, m->c.rope_neox,
+		    m->c.rope_base_swa, m->rope_factors);
+	return 0;
+}
+
+int
+model_kv_init(const struct model *m, struct kv *kv, int max_ctx, int prealloc, int k_type,
+    int v_type)
+{
+	const struct model_config *c = &m->c;
+
+	if (kv_init_types(kv, c->n_layers, c->n_kv_heads, c->head_dim, max_ctx, prealloc, k_type,
+	    v_type) < 0)
+		return -1;
+	if (m->slides && kv_set_sliding(kv, m->slides, c->n_swa) < 0) {
+		kv_free(kv);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether a cache holds what the model's layers attend to: its sliding layers and window. */
+static int
+cache_fits(const struct model *m, const struct kv *kv)
+{
+	int l;
+
+	if (kv->n_layers != m->c.n_layers) {
+		llm_seterr("forward: a cache of %d layers for a model of %d", kv->n_layers,
+		    m->c.n_layers);
+		return -1;
+	}
+	for (l = 0; l < m->c.n_layers; l++)
+		if ((m->slides && m->slides[l]) != (kv->slides && kv->slides[l]))
+			break;
+	if (l < m->c.n_layers || (m->slides && kv->win[1].window != m->c.n_swa)) {
+		llm_seterr("forward: the cache's sliding layers are not the model's (model_kv_init)");
+		return -1;
+	}
 	return 0;
 }
 
@@ -319,6 +406,8 @@ model_free(struct model *m)
 	free(m->owned);
 	free(m->layers);
 	rope_free(&m->rope);
+	rope_free(&m->rope_swa);
+	free(m->slides);
 	free(m->used);
 	gguf_close(&m->gguf);
 	memset(m, 0, sizeof *m);
@@ -341,13 +430,18 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
 	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	r->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
+	if (m->slides)
+		r->rope_cs_swa = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
 	r->k = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	r->v = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	attn_init(&r->attn, c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, pool);
+	r->attn.scale = c->attn_scale;
 	r->n_seq_attn = pool ? pool_threads(pool) : 1;
 	r->seq_attn = xcalloc((size_t)r->n_seq_attn, sizeof *r->seq_attn);
-	for (int i = 0; i < r->n_seq_attn; i++)
+	for (int i = 0; i < r->n_seq_attn; i++) {
 		attn_init(&r->seq_attn[i], c->n_heads, c->n_kv_heads, c->head_dim, &m->rope, NULL);
+		r->seq_attn[i].scale = c->attn_scale;
+	}
 	return 0;
 }
 
@@ -362,6 +456,7 @@ model_run_free(struct model_run *r)
 	free(r->q);
 	free(r->logits);
 	free(r->rope_cs);
+	free(r->rope_cs_swa);
 	free(r->k);
 	free(r->v);
 	free(r->mm.xr);
@@ -385,7 +480,7 @@ model_weight_bytes(const struct model *m)
 		    &L->w_gate, &L->w_up, &L->w_down };
 		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
 			n += (uint64_t)w[i]->rows * w[i]->row_bytes;
-		n += 2 * (uint64_t)c->dim * sizeof(float);
+		n += (c->post_norms ? 4 : 2) * (uint64_t)c->dim * sizeof(float);
 	}
 	/* One embedding row, the final norm and the whole output matrix. */
 	return n + m->token_embd.row_bytes + (uint64_t)c->dim * sizeof(float) +
@@ -412,6 +507,12 @@ model_fingerprint(const struct model *m, uint8_t out[32])
 	/* llama's fingerprints stay what they were; another family names itself */
 	if (strcmp(c->arch, "llama") != 0)
 		sha256_update(&h, c->arch, strlen(c->arch));
+	/* the sliding layers change what the cache holds: a model with them names them */
+	if (m->slides) {
+		uint32_t w[2] = { (uint32_t)c->n_swa, (uint32_t)c->swa_pattern };
+		sha256_update(&h, w, sizeof w);
+		sha256_update(&h, &c->rope_base_swa, 4);
+	}
 	for (i = 0; i < m->gguf.n_tensors; i++) {
 		const struct gguf_tensor *t = &m->gguf.tensors[i];
 		const uint8_t *data = t->data;
@@ -525,14 +626,25 @@ silu_rows(void *arg, int ith, int nth)
 	kernels_silu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
 }
 
-/* g = silu(g) * u, for each of n rows of the FFN. */
 static void
-swiglu(struct model_run *r, float *g, float *u, int n)
+gelu_rows(void *arg, int ith, int nth)
+{
+	const struct rows_job *j = arg;
+	size_t len = (size_t)j->len;
+	int i0 = j->n * ith / nth, i1 = j->n * (ith + 1) / nth;
+
+	kernels_gelu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
+}
+
+/* g = act(g) * u, for each of n rows of the FFN: SiLU (SwiGLU), or GELU (GeGLU). */
+static void
+glu(struct model_run *r, float *g, float *u, int n)
 {
 	const struct model_config *c = &r->m->c;
 	struct rows_job job = { g, u, NULL, n, c->ffn_dim, 0, NULL };
 
-	pool_run_work(r->pool, silu_rows, &job, (long long)n * c->ffn_dim * ROW_COST);
+	pool_run_work(r->pool, c->gelu ? gelu_rows : silu_rows, &job,
+	    (long long)n * c->ffn_dim * ROW_COST);
 }
 
 /* x += add (if not NULL), then out = norm(x) * weight, for each of n rows. */
@@ -569,6 +681,7 @@ add_bias(float *row, const float *bias, int len)
  */
 struct qkv_job {
 	const struct model *m;
+	const struct rope *rope;	/* the layer's */
 	const float *rope_cs;	/* rope_angles of each token's position */
 	const struct layer_weights *L;
 	float *q, *k, *v;
@@ -591,8 +704,8 @@ qkv_rows(void *arg, int ith, int nth)
 		add_bias(v, j->L->bv, KV);
 		head_norm(j->m, q, c->n_heads, j->L->q_norm);
 		head_norm(j->m, k, c->n_kv_heads, j->L->k_norm);
-		rope_rotate(&j->m->rope, q, c->n_heads, cs);
-		rope_rotate(&j->m->rope, k, c->n_kv_heads, cs);
+		rope_rotate(j->rope, q, c->n_heads, cs);
+		rope_rotate(j->rope, k, c->n_kv_heads, cs);
 	}
 }
 
@@ -680,14 +793,19 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 				llm_seterr("forward: bad token %d", seqs[s].tokens[i]);
 				return -1;
 			}
-		if (kv_begin(seqs[s].kv, seqs[s].pos, seqs[s].n) < 0)
+		if (cache_fits(m, seqs[s].kv) < 0 || kv_begin(seqs[s].kv, seqs[s].pos, seqs[s].n) < 0)
 			return -1;
-		/* the batch's RoPE angles, for every layer, and its embeddings */
+		/* the batch's RoPE angles, for every layer (sliding ones: their own), and its embeddings */
 		for (i = 0; i < seqs[s].n; i++, t++) {
 			rope_angles(&m->rope, seqs[s].pos + i, r->rope_cs + (size_t)t * c->rope_dim);
+			if (m->slides)
+				rope_angles(&m->rope_swa, seqs[s].pos + i,
+				    r->rope_cs_swa + (size_t)t * c->rope_dim);
+			float *x = r->x + (size_t)t * D;
 			quant_dequant_row(m->token_embd.type, (const char *)m->token_embd.data +
-			    (size_t)seqs[s].tokens[i] * m->token_embd.row_bytes, r->x + (size_t)t * D,
-			    (size_t)D);
+			    (size_t)seqs[s].tokens[i] * m->token_embd.row_bytes, x, (size_t)D);
+			for (int d = 0; c->embd_scale != 1.0f && d < D; d++)
+				x[d] *= c->embd_scale;
 		}
 	}
 
@@ -709,7 +827,9 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 			return -1;
 		struct matvec qkv[] = { { r->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
-		struct qkv_job qj = { m, r->rope_cs, L, r->q, k, v, n };
+		int slides = m->slides && m->slides[l];
+		struct qkv_job qj = { m, slides ? &m->rope_swa : &m->rope,
+		    slides ? r->rope_cs_swa : r->rope_cs, L, r->q, k, v, n };
 		pool_run_work(r->pool, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
 		for (s = 0; s < ns; s++)
 			if ((ns == 1 || seqs[s].n > 1) &&
@@ -727,14 +847,21 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		}
 		struct matvec wo[] = { { r->xb2, D, &L->wo } };
 		matmul(r->pool, &r->mm, wo, 1, r->xb, Q, n);
+		if (L->attn_post_norm)	/* gemma: the output normed before the residual add */
+			add_norm(r, r->xb2, r->xb2, NULL, L->attn_post_norm, n);
 
-		/* FFN: SwiGLU, down(silu(gate(x)) * up(x)), after the residual add. */
+		/*
+		 * FFN: down(act(gate(x)) * up(x)), SiLU (SwiGLU) or GELU, after
+		 * the residual add; gemma norms its output too.
+		 */
 		add_norm(r, r->xb, r->x, r->xb2, L->ffn_norm, n);
 		struct matvec gate_up[] = { { r->hb, F, &L->w_gate }, { r->hb2, F, &L->w_up } };
 		matmul(r->pool, &r->mm, gate_up, 2, r->xb, D, n);
-		swiglu(r, r->hb, r->hb2, n);
+		glu(r, r->hb, r->hb2, n);
 		struct matvec down[] = { { r->xb2, D, &L->w_down } };
 		matmul(r->pool, &r->mm, down, 1, r->hb, F, n);
+		if (L->ffn_post_norm)
+			add_norm(r, r->xb2, r->xb2, NULL, L->ffn_post_norm, n);
 	}
 	for (s = 0; s < ns; s++)
 		if (kv_set_seq_len(seqs[s].kv, seqs[s].pos + seqs[s].n) < 0)
@@ -759,6 +886,9 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 	if (!hidden && w > 0) {
 		struct matvec lg[] = { { out, (size_t)c->vocab_size, &m->output } };
 		matmul(r->pool, &r->mm, lg, 1, r->xb, D, w);
+		/* a final cap, if the model has one: softcap * tanh(z / softcap) */
+		for (size_t e = 0; c->softcap > 0 && e < (size_t)w * c->vocab_size; e++)
+			out[e] = c->softcap * tanhf(out[e] / c->softcap);
 	}
 	return 0;
 }

@@ -32,12 +32,21 @@ struct model_config {
 	int qkv_bias;		/* Q, K and V have biases */
 	int qk_norm;		/* each head of Q and K is RMS-normed before RoPE (qwen3) */
 	int fused;		/* Q, K, V in one attn_qkv, gate and up in one ffn_up (phi3) */
+	int post_norms;		/* attention and FFN outputs RMS-normed before the residual add (gemma3) */
+	int gelu;		/* the FFN's gate is GELU (tanh form), not SiLU (gemma3) */
+	float embd_scale;	/* embeddings are multiplied by it: 1, or sqrt(dim) (gemma3) */
+	float attn_scale;	/* the scores' scale: 1 / sqrt(head_dim), or gemma3 27B's */
+	float softcap;		/* > 0: logits capped to softcap * tanh(z / softcap) */
+	int n_swa;		/* > 0: the sliding layers' window (gemma3.attention.sliding_window) */
+	int swa_pattern;	/* layer l slides if l % pattern < pattern - 1 (0: every layer) */
+	float rope_base_swa;	/* the sliding layers' RoPE base */
 };
 
 struct layer_weights {
 	const float *attn_norm, *ffn_norm;
 	const float *bq, *bk, *bv;	/* NULL without biases */
 	const float *q_norm, *k_norm;	/* head_dim each, NULL without */
+	const float *attn_post_norm, *ffn_post_norm;	/* dim each, NULL without */
 	struct weight wq, wk, wv, wo;
 	struct weight w_gate, w_up, w_down;
 };
@@ -53,12 +62,22 @@ struct model {
 	int n_owned;
 	const float *rope_factors;	/* rope_freqs.weight, rope_dim / 2 of them, or NULL */
 	struct rope rope;
+	unsigned char *slides;	/* by layer, 1 for a sliding layer; NULL when none slides */
+	struct rope rope_swa;	/* the sliding layers' RoPE, when some slide */
 	unsigned char *used;	/* per tensor of the file: bound to the model */
 };
 
 /* Open a GGUF and bind a Llama model; -1 with llm_err() on failure. */
 int model_load(struct model *m, const char *path);
 void model_free(struct model *m);
+
+/*
+ * A cache for the model (kv_init_types), with its sliding layers'
+ * windows set (kv_set_sliding): the forward pass refuses a cache whose
+ * layers do not slide as the model's do.  0, or -1 with llm_err().
+ */
+int model_kv_init(const struct model *m, struct kv *kv, int max_ctx, int prealloc, int k_type,
+    int v_type);
 
 /*
  * Tokens a forward pass takes at once; longer prompts go in batches.
@@ -80,6 +99,7 @@ struct model_run {
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
+	float *rope_cs_swa;	/* the same for the sliding layers' RoPE, when some slide */
 	float *k, *v;		/* a batch's keys and values when it spans several sequences */
 	struct attn attn;
 	struct attn *seq_attn;	/* a thread's, for sequences of one token attended to side by side */

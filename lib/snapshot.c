@@ -31,8 +31,8 @@ enum {
 	AT_MAX_CTX = 40, AT_ROPE_DIM = 44, AT_ROPE_BASE = 48, AT_ROT = 52, AT_FINGERPRINT = 56,
 	AT_TOKENS_OFFSET = 88, AT_DIR_OFFSET = 96, AT_DATA_OFFSET = 104, AT_FILE_SIZE = 112,
 	AT_HEADER_SUM = 120,
-	AT_SINKS = 128, AT_WINDOW = 132, AT_N_ROWS = 136, AT_ZERO_140 = 140,
-	AT_POSITIONS_OFFSET = 144, AT_ZERO_152 = 152,
+	AT_SINKS = 128, AT_WINDOW = 132, AT_N_ROWS = 136, AT_SWA = 140,
+	AT_POSITIONS_OFFSET = 144, AT_LAYERS_OFFSET = 152,	/* versions 3 to 5: zero at 140 and 152 */
 };
 
 /* A directory entry's fields, from the entry's start: K's, then V's at AT_V. */
@@ -158,17 +158,20 @@ write_zeros(int fd, size_t n)
 /* A ring of another size is another layout: a new version, not this one. */
 _Static_assert(SNAP_Q4_RING == KV_GROUP + KV_BACK + KV_PUT, "q4_0 rings are version 5's 160 rows");
 
-/* The version this build writes for a cache of these types and window. */
+/* The version this build writes for a cache of these types and windows. */
 static uint32_t
-version_of(int k_type, int v_type, int window)
+version_of(int k_type, int v_type, int window, int sliding)
 {
 	/*
 	 * An f32 cache is a version 1 file, as before the types: old readers
 	 * still read it.  A windowed cache is version 3: a longer header, and
 	 * the position of each row.  A cache with f16 stores is version 4,
 	 * version 3's layout (window 0: none) with their rings; one with q4_0
-	 * stores is version 5, version 4's with their q8_0 rings.
+	 * stores is version 5, version 4's with their q8_0 rings; one with
+	 * sliding layers version 6, version 5's with their window.
 	 */
+	if (sliding)
+		return 6;
 	if (k_type == KV_Q4_0 || v_type == KV_Q4_0)
 		return 5;
 	if (k_type == KV_F16 || v_type == KV_F16)
@@ -274,7 +277,7 @@ main_bytes(const struct kv *kv, int which, int rows)
 static const void *
 block_of(const struct kv *kv, int layer, int which, int n, size_t len, void **buf)
 {
-	size_t main = main_bytes(kv, which, kv_rows(kv, n)), row = kv_ring_row_bytes(kv, which);
+	size_t main = main_bytes(kv, which, kv_rows(kv, layer, n)), row = kv_ring_row_bytes(kv, which);
 	int first = n - cache_ring(kv, which, n), pos;
 	char *p;
 
@@ -349,24 +352,30 @@ int
 snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *kv,
     const int *tokens, int n_pos)
 {
-	uint32_t version = version_of(kv->k_type, kv->v_type, kv->window);
+	int sliding = kv->slides != NULL;
+	uint32_t version = version_of(kv->k_type, kv->v_type, kv->win[0].window, sliding);
 	uint32_t header = version >= 3 ? SNAP_HEADER_SIZE_3 : SNAP_HEADER_SIZE;
-	uint32_t rows = (uint32_t)kv_rows(kv, n_pos);
+	/* the rows of each window: the global layers', the sliding ones' */
+	uint32_t rows[2] = { (uint32_t)kv_win_rows(&kv->win[0], n_pos),
+		sliding ? (uint32_t)kv_win_rows(&kv->win[1], n_pos) : 0 };
 	uint64_t pos_offset = align_up(header + 4ull * n_pos, 8);
-	uint64_t dir_offset = version >= 3 ? align_up(pos_offset + 4ull * rows, 8) : pos_offset;
+	uint64_t layers_offset = align_up(pos_offset + 4ull * rows[0], 8);
+	uint64_t swa_offset = align_up(layers_offset + (uint64_t)meta->n_layers, 8);
+	uint64_t dir_offset = version >= 6 ? align_up(swa_offset + 4ull * rows[1], 8) :
+	    version >= 3 ? layers_offset : pos_offset;
 	uint64_t meta_end = dir_offset + (uint64_t)SNAP_DIR_ENTRY * meta->n_layers;
 	uint64_t data_offset = align_up(meta_end, SNAP_ALIGN);
-	uint64_t block[2], stride[2], off;
+	uint64_t block[2][2], stride[2][2], off, size;
 	char *dir = NULL, *tmp = NULL;
 	const void *data;
 	void *buf = NULL;
 	uint8_t *m;
 	uint32_t l;
-	int fd = -1, dfd, i, w;
+	int fd = -1, dfd, i, w, c;
 
 	if (n_pos < 0 || n_pos > kv->seq_len || (uint32_t)kv->kv_dim != meta->kv_dim ||
 	    (uint32_t)kv->n_layers != meta->n_layers || kv->k_type != meta->k_type ||
-	    kv->v_type != meta->v_type || (kv->window && n_pos != kv->seq_len)) {
+	    kv->v_type != meta->v_type || (kv_windowed(kv) && n_pos != kv->seq_len)) {
 		llm_seterr("snapshot: %d positions do not fit the cache", n_pos);
 		return -1;
 	}
@@ -378,11 +387,15 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 				    kv->written);
 				return -1;
 			}
-	for (w = KV_K; w <= KV_V; w++) {
-		block[w] = file_block_bytes(w ? kv->v_type : kv->k_type, w, kv->kv_dim,
-		    kv_rows(kv, n_pos), n_pos, version);
-		stride[w] = align_up(block[w], SNAP_ALIGN);
-	}
+	for (c = 0; c < 2; c++)
+		for (w = KV_K; w <= KV_V; w++) {
+			block[c][w] = file_block_bytes(w ? kv->v_type : kv->k_type, w, kv->kv_dim,
+			    (int)rows[c], n_pos, version);
+			stride[c][w] = align_up(block[c][w], SNAP_ALIGN);
+		}
+	size = data_offset;
+	for (l = 0; l < meta->n_layers; l++)
+		size += stride[sliding && kv->slides[l]][0] + stride[sliding && kv->slides[l]][1];
 	m = xcalloc(1, (size_t)data_offset);
 	memcpy(m + AT_MAGIC, SNAP_MAGIC, 8);
 	put32(m + AT_VERSION, version);
@@ -402,28 +415,38 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	put64(m + AT_TOKENS_OFFSET, header);
 	put64(m + AT_DIR_OFFSET, dir_offset);
 	put64(m + AT_DATA_OFFSET, data_offset);
-	put64(m + AT_FILE_SIZE, data_offset + (stride[0] + stride[1]) * meta->n_layers);
+	put64(m + AT_FILE_SIZE, size);
 	for (i = 0; i < n_pos; i++)
 		put32(m + header + 4 * i, (uint32_t)tokens[i]);
 	if (version >= 3) {
-		put32(m + AT_SINKS, (uint32_t)kv->sinks);
-		put32(m + AT_WINDOW, (uint32_t)kv->window);
-		put32(m + AT_N_ROWS, rows);
+		put32(m + AT_SINKS, (uint32_t)kv->win[0].sinks);
+		put32(m + AT_WINDOW, (uint32_t)kv->win[0].window);
+		put32(m + AT_N_ROWS, rows[0]);
 		put64(m + AT_POSITIONS_OFFSET, pos_offset);
-		for (l = 0; l < rows; l++)
-			put32(m + pos_offset + 4 * l, (uint32_t)kv_slot_pos(kv, n_pos - 1, (int)l));
+		for (l = 0; l < rows[0]; l++)
+			put32(m + pos_offset + 4 * l, (uint32_t)kv_win_slot_pos(&kv->win[0], n_pos - 1, (int)l));
+	}
+	if (version >= 6) {
+		/* the sliding layers: their window, which layers slide, the positions of their rows */
+		put32(m + AT_SWA, (uint32_t)kv->win[1].window);
+		put64(m + AT_LAYERS_OFFSET, layers_offset);
+		for (l = 0; l < meta->n_layers; l++)
+			m[layers_offset + l] = kv->slides[l];
+		for (l = 0; l < rows[1]; l++)
+			put32(m + swa_offset + 4 * l, (uint32_t)kv_win_slot_pos(&kv->win[1], n_pos - 1, (int)l));
 	}
 	off = data_offset;
 	for (l = 0; l < meta->n_layers; l++) {
 		uint8_t *e = m + dir_offset + SNAP_DIR_ENTRY * l;
+		c = sliding && kv->slides[l];
 		for (w = KV_K; w <= KV_V; w++) {
 			uint8_t *f = e + (w ? AT_V : AT_K);
-			data = block_of(kv, (int)l, w, n_pos, (size_t)block[w], &buf);
+			data = block_of(kv, (int)l, w, n_pos, (size_t)block[c][w], &buf);
 			put64(f + AT_OFFSET, off);
-			put64(f + AT_LENGTH, block[w]);
-			put64(f + AT_SUM, snapshot_sum(data, (size_t)block[w]));
+			put64(f + AT_LENGTH, block[c][w]);
+			put64(f + AT_SUM, snapshot_sum(data, (size_t)block[c][w]));
 			free(buf);
-			off += stride[w];
+			off += stride[c][w];
 		}
 	}
 	put64(m + AT_HEADER_SUM, snapshot_sum(m, (size_t)meta_end));
@@ -439,10 +462,10 @@ snapshot_write(const char *path, const struct snap_meta *meta, const struct kv *
 	if (write_all(fd, m, (size_t)data_offset) < 0)
 		goto fail;
 	for (l = 0; l < meta->n_layers; l++)
-		for (w = KV_K; w <= KV_V; w++) {
-			data = block_of(kv, (int)l, w, n_pos, (size_t)block[w], &buf);
-			if (write_all(fd, data, (size_t)block[w]) < 0 ||
-			    write_zeros(fd, (size_t)(stride[w] - block[w])) < 0)
+		for (w = KV_K, c = sliding && kv->slides[l]; w <= KV_V; w++) {
+			data = block_of(kv, (int)l, w, n_pos, (size_t)block[c][w], &buf);
+			if (write_all(fd, data, (size_t)block[c][w]) < 0 ||
+			    write_zeros(fd, (size_t)(stride[c][w] - block[c][w])) < 0)
 				goto fail;
 			free(buf);
 			buf = NULL;
@@ -501,15 +524,46 @@ by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/*
+ * A window's rows from the file's positions table (NULL before version
+ * 3), as shape lays them out: each row must hold the position the rule
+ * gives it.  0, or -1 with msg.
+ */
+static int
+win_rows(struct snapshot *s, struct snap_win *w, const struct kv *shape, const uint8_t *positions,
+    char *msg, size_t len)
+{
+	w->ring_slot = s->n_pos / KV_GROUP * KV_GROUP;
+	if (!positions)
+		return 0;
+	/* the rows hold the positions the window keeps, no others */
+	w->positions = positions;
+	for (uint32_t r = 0; r < w->n_rows; r++)
+		if (get32(positions + 4 * r) != (uint32_t)kv_slot_pos(shape, 0, (int)s->n_pos - 1, (int)r)) {
+			snprintf(msg, len, "row %u holds position %u, not the one its window keeps there", r,
+			    get32(positions + 4 * r));
+			return -1;
+		}
+	w->ring_slot = (uint32_t)kv_slot(shape, 0, (int)w->ring_slot);
+	if (w->n_rows < s->n_pos) {
+		/* wrapped: the sinks' slots, then the ring from its oldest row */
+		w->sink_slots = (uint32_t)shape->win[0].sink_slots;
+		w->ring_slots = (uint32_t)shape->win[0].ring_slots;
+		w->ring_oldest = (uint32_t)kv_slot(shape, 0, (int)s->n_pos);
+	}
+	return 0;
+}
+
 int
 snapshot_open(struct snapshot *s, const char *path)
 {
 	char msg[256];
 	const uint8_t *h;
-	uint64_t meta_end, block[2], file_size, sum, pos_offset;
+	uint64_t meta_end, block[2][2], file_size, sum, pos_offset, rows_end, layers_offset = 0;
+	uint64_t swa_offset = 0;
 	struct interval *iv;
-	struct kv shape;
-	uint32_t l, header_size, n;
+	struct kv shape, shape_swa;
+	uint32_t l, header_size, n, n_sliding = 0;
 	uint8_t *copy;
 
 	memset(s, 0, sizeof *s);
@@ -574,14 +628,17 @@ snapshot_open(struct snapshot *s, const char *path)
 		    s->meta.rot, kv_type_name(s->meta.v_type), s->meta.head_dim);
 		return bad(s, msg);
 	}
-	s->n_rows = s->n_pos;
+	s->win[0].n_rows = s->n_pos;
 	pos_offset = align_up(header_size + 4ull * s->n_pos, 8);
 	memset(&shape, 0, sizeof shape);
+	memset(&shape_swa, 0, sizeof shape_swa);
 	if (s->version >= 3) {
 		s->meta.sinks = get32(h + AT_SINKS);
 		s->meta.window = get32(h + AT_WINDOW);
-		s->n_rows = get32(h + AT_N_ROWS);
+		s->win[0].n_rows = get32(h + AT_N_ROWS);
 	}
+	s->win[0].sinks = s->meta.sinks;
+	s->win[0].window = s->meta.window;
 	/* versions 4 and 5: a window of 0 is none */
 	if (s->version >= 4 && !s->meta.window && s->meta.sinks) {
 		snprintf(msg, sizeof msg, "bad window: %u sinks without a window", s->meta.sinks);
@@ -599,12 +656,31 @@ snapshot_open(struct snapshot *s, const char *path)
 		return bad(s, msg);
 	}
 	if (s->version >= 3) {
-		if (s->n_pos > INT32_MAX - 1 || s->n_rows != (uint32_t)kv_rows(&shape, (int)s->n_pos) ||
-		    get32(h + AT_ZERO_140) != 0 || get64(h + AT_ZERO_152) != 0 || get64(h + AT_POSITIONS_OFFSET) != pos_offset) {
-			snprintf(msg, sizeof msg, "window of %u rows does not match n_pos %u", s->n_rows,
+		if (s->n_pos > INT32_MAX - 1 || s->win[0].n_rows != (uint32_t)kv_rows(&shape, 0, (int)s->n_pos) ||
+		    (s->version < 6 && (get32(h + AT_SWA) != 0 || get64(h + AT_LAYERS_OFFSET) != 0)) ||
+		    get64(h + AT_POSITIONS_OFFSET) != pos_offset) {
+			snprintf(msg, sizeof msg, "window of %u rows does not match n_pos %u", s->win[0].n_rows,
 			    s->n_pos);
 			return bad(s, msg);
 		}
+	}
+	rows_end = s->version >= 3 ? pos_offset + 4ull * s->win[0].n_rows : pos_offset;
+	if (s->version >= 6) {
+		/* the sliding layers' window: a ring as this build's (kv_slide_shape) */
+		s->meta.swa = get32(h + AT_SWA);
+		if (s->meta.swa > KV_MAX_CTX || kv_slide_shape(&shape_swa.win[0],
+		    file_window_group(s->meta.k_type, s->meta.v_type, s->version), (int)s->meta.swa) < 0) {
+			snprintf(msg, sizeof msg, "bad sliding window %u: %s", s->meta.swa,
+			    s->meta.swa > KV_MAX_CTX ? "too large" : llm_err());
+			return bad(s, msg);
+		}
+		s->win[1].window = s->meta.swa;
+		s->win[1].n_rows = (uint32_t)kv_rows(&shape_swa, 0, (int)s->n_pos);
+		layers_offset = align_up(rows_end, 8);
+		if (get64(h + AT_LAYERS_OFFSET) != layers_offset)
+			return bad(s, "bad layer table offset in header");
+		swa_offset = align_up(layers_offset + s->meta.n_layers, 8);
+		rows_end = swa_offset + 4ull * s->win[1].n_rows;
 	}
 	if (file_size != s->size) {
 		snprintf(msg, sizeof msg, "%s: the file has %zu bytes, its header says %llu",
@@ -614,8 +690,7 @@ snapshot_open(struct snapshot *s, const char *path)
 	}
 	/* All sizes below are bounded by the checks above, so none overflows. */
 	meta_end = s->dir_offset + (uint64_t)SNAP_DIR_ENTRY * s->meta.n_layers;
-	if (get64(h + AT_TOKENS_OFFSET) != header_size ||
-	    s->dir_offset != (s->version >= 3 ? align_up(pos_offset + 4ull * s->n_rows, 8) : pos_offset) ||
+	if (get64(h + AT_TOKENS_OFFSET) != header_size || s->dir_offset != align_up(rows_end, 8) ||
 	    s->data_offset % SNAP_ALIGN || s->data_offset < meta_end || s->data_offset > s->size)
 		return bad(s, "bad token, directory or data offset in header");
 	copy = xmalloc((size_t)meta_end);
@@ -626,42 +701,44 @@ snapshot_open(struct snapshot *s, const char *path)
 	if (sum != get64(h + AT_HEADER_SUM))
 		return bad(s, "header checksum mismatch: the header, tokens or directory are corrupt");
 	s->tokens = h + header_size;
-	s->ring_slot = s->n_pos / KV_GROUP * KV_GROUP;
-	if (s->version >= 3) {
-		/* the rows hold the positions the window keeps, no others */
-		s->positions = h + pos_offset;
-		for (l = 0; l < s->n_rows; l++)
-			if (get32(s->positions + 4 * l) != (uint32_t)kv_slot_pos(&shape, (int)s->n_pos - 1, (int)l)) {
-				snprintf(msg, sizeof msg, "row %u holds position %u, not the one its window "
-				    "keeps there", l, get32(s->positions + 4 * l));
+	if (win_rows(s, &s->win[0], &shape, s->version >= 3 ? h + pos_offset : NULL, msg, sizeof msg) < 0)
+		return bad(s, msg);
+	if (s->version >= 6) {
+		/* which layers slide: 0 or 1 each, and at least one */
+		s->meta.slides = h + layers_offset;
+		for (l = 0; l < s->meta.n_layers; l++) {
+			if (s->meta.slides[l] > 1) {
+				snprintf(msg, sizeof msg, "layer table: layer %u is %u, not 0 (global) or 1 "
+				    "(sliding)", l, s->meta.slides[l]);
 				return bad(s, msg);
 			}
-		s->ring_slot = (uint32_t)kv_slot(&shape, (int)s->ring_slot);
-		if (s->n_rows < s->n_pos) {
-			/* wrapped: the sinks' slots, then the ring from its oldest row */
-			s->sink_slots = (uint32_t)shape.sink_slots;
-			s->ring_slots = (uint32_t)shape.ring_slots;
-			s->ring_oldest = (uint32_t)kv_slot(&shape, (int)s->n_pos);
+			n_sliding += s->meta.slides[l];
 		}
+		if (n_sliding == 0)
+			return bad(s, "layer table: no layer slides in a version 6 snapshot");
+		if (win_rows(s, &s->win[1], &shape_swa, h + swa_offset, msg, sizeof msg) < 0)
+			return bad(s, msg);
 	}
 
-	for (l = 0; l < 2; l++) {
-		int type = l ? s->meta.v_type : s->meta.k_type;
-		block[l] = file_block_bytes(type, (int)l, (int)s->meta.kv_dim, (int)s->n_rows,
-		    (int)s->n_pos, s->version);
-	}
+	for (n = 0; n < 2; n++)
+		for (l = 0; l < 2; l++) {
+			int type = l ? s->meta.v_type : s->meta.k_type;
+			block[n][l] = file_block_bytes(type, (int)l, (int)s->meta.kv_dim,
+			    (int)s->win[n].n_rows, (int)s->n_pos, s->version);
+		}
 	n = 2 * s->meta.n_layers;
 	s->dir = xcalloc(s->meta.n_layers, sizeof *s->dir);
 	iv = xcalloc(n, sizeof *iv);
 	for (l = 0; l < s->meta.n_layers; l++) {
 		const uint8_t *e = h + s->dir_offset + SNAP_DIR_ENTRY * l;
 		struct snap_dir *d = &s->dir[l];
+		const uint64_t *lb = block[s->meta.slides ? s->meta.slides[l] : 0];
 
 		d->k_offset = get64(e + AT_K + AT_OFFSET), d->k_length = get64(e + AT_K + AT_LENGTH);
 		d->k_sum = get64(e + AT_K + AT_SUM);
 		d->v_offset = get64(e + AT_V + AT_OFFSET), d->v_length = get64(e + AT_V + AT_LENGTH);
 		d->v_sum = get64(e + AT_V + AT_SUM);
-		if (d->k_length != block[0] || d->v_length != block[1]) {
+		if (d->k_length != lb[0] || d->v_length != lb[1]) {
 			snprintf(msg, sizeof msg, "layer %u: block length does not match n_pos, kv_dim "
 			    "and the types", l);
 			free(iv);
@@ -673,14 +750,14 @@ snapshot_open(struct snapshot *s, const char *path)
 			return bad(s, msg);
 		}
 		if (d->k_offset < s->data_offset || d->v_offset < s->data_offset ||
-		    d->k_offset > s->size || s->size - d->k_offset < block[0] ||
-		    d->v_offset > s->size || s->size - d->v_offset < block[1]) {
+		    d->k_offset > s->size || s->size - d->k_offset < lb[0] ||
+		    d->v_offset > s->size || s->size - d->v_offset < lb[1]) {
 			snprintf(msg, sizeof msg, "layer %u: block outside the data area of the file", l);
 			free(iv);
 			return bad(s, msg);
 		}
-		iv[2 * l] = (struct interval){ d->k_offset, d->k_offset + block[0] };
-		iv[2 * l + 1] = (struct interval){ d->v_offset, d->v_offset + block[1] };
+		iv[2 * l] = (struct interval){ d->k_offset, d->k_offset + lb[0] };
+		iv[2 * l + 1] = (struct interval){ d->v_offset, d->v_offset + lb[1] };
 	}
 	qsort(iv, n, sizeof *iv, by_start);
 	for (l = 1; l < n; l++)
@@ -708,9 +785,20 @@ snapshot_meta_of(struct snap_meta *meta, const struct model *m, const struct kv 
 	meta->k_type = kv->k_type;
 	meta->v_type = kv->v_type;
 	meta->rot = (uint32_t)kv->rot;
-	meta->sinks = (uint32_t)kv->sinks;
-	meta->window = (uint32_t)kv->window;
+	meta->sinks = (uint32_t)kv->win[0].sinks;
+	meta->window = (uint32_t)kv->win[0].window;
+	meta->swa = kv->slides ? (uint32_t)kv->win[1].window : 0;
+	meta->slides = kv->slides;
 	model_fingerprint(m, meta->fingerprint);
+}
+
+/* Whether two metas' sliding layers are the same: the same layers, the same window. */
+static int
+same_slides(const struct snap_meta *a, const struct snap_meta *b)
+{
+	if (!a->slides || !b->slides)
+		return !a->slides && !b->slides;
+	return a->swa == b->swa && memcmp(a->slides, b->slides, a->n_layers) == 0;
 }
 
 int
@@ -751,6 +839,11 @@ snapshot_check(const struct snapshot *s, const struct model *m, const struct kv 
 		    f->sinks, f->window, want.sinks, want.window);
 		return -1;
 	}
+	if (!same_slides(f, &want)) {
+		llm_seterr("the snapshot's sliding layers keep %u positions, this run's %u", f->swa,
+		    want.swa);
+		return -1;
+	}
 	*what = 0;
 	return 0;
 }
@@ -776,23 +869,37 @@ block_length(const struct snapshot *s, uint32_t layer, int which)
 void
 snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, float *out)
 {
+	const struct snap_win *w = snapshot_win(s, layer);
+
 	file_block_row(which ? s->meta.v_type : s->meta.k_type, which, (int)s->meta.kv_dim,
-	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)s->n_rows, (int)s->n_pos,
-	    (int)s->ring_slot, (int)r, s->version, out);
+	    (int)s->meta.rot, snapshot_block(s, layer, which), (int)w->n_rows, (int)s->n_pos,
+	    (int)w->ring_slot, (int)r, s->version, out);
 }
 
 uint32_t
-snapshot_row_pos(const struct snapshot *s, uint32_t r)
+snapshot_row_pos(const struct snapshot *s, uint32_t layer, uint32_t r)
 {
-	return s->positions ? get32(s->positions + 4 * r) : r;
+	const struct snap_win *w = snapshot_win(s, layer);
+
+	return w->positions ? get32(w->positions + 4 * r) : r;
 }
 
 uint32_t
-snapshot_row_at(const struct snapshot *s, uint32_t i)
+snapshot_row_at(const struct snapshot *s, uint32_t layer, uint32_t i)
 {
-	if (!s->ring_slots || i < s->sink_slots)
+	const struct snap_win *w = snapshot_win(s, layer);
+
+	if (!w->ring_slots || i < w->sink_slots)
 		return i;
-	return s->sink_slots + (s->ring_oldest - s->sink_slots + i - s->sink_slots) % s->ring_slots;
+	return w->sink_slots + (w->ring_oldest - w->sink_slots + i - w->sink_slots) % w->ring_slots;
+}
+
+int
+snapshot_live(const struct snapshot *s, uint32_t layer, uint32_t pos)
+{
+	const struct snap_win *w = snapshot_win(s, layer);
+
+	return pos < s->n_pos && (!w->window || pos < w->sinks || pos + w->window >= s->n_pos);
 }
 
 int
@@ -836,7 +943,7 @@ rings_only(const struct snapshot *s)
 {
 	int k = s->meta.k_type, v = s->meta.v_type;
 
-	return s->version >= 5 && !s->meta.window && (k == KV_Q4_0 || v == KV_Q4_0) &&
+	return s->version >= 5 && !s->meta.window && !s->meta.swa && (k == KV_Q4_0 || v == KV_Q4_0) &&
 	    (k == KV_F32 || k == KV_Q4_0) && v != KV_F16;
 }
 
@@ -844,7 +951,8 @@ rings_only(const struct snapshot *s)
 static int
 loadable(const struct snapshot *s, uint32_t n)
 {
-	if (s->n_rows < s->n_pos)	/* a wrapped ring: its old rows are overwritten */
+	/* a wrapped ring: its old rows are overwritten */
+	if (s->win[0].n_rows < s->n_pos || (s->meta.swa && s->win[1].n_rows < s->n_pos))
 		return n == s->n_pos || n == 0;
 	return ring_loadable(s, KV_K, n) && ring_loadable(s, KV_V, n);
 }
@@ -872,9 +980,16 @@ load(const struct snapshot *s, struct kv *kv, uint32_t n, uint32_t base)
 		    kv_type_name(kv->k_type), kv_type_name(kv->v_type));
 		return -1;
 	}
-	if ((uint32_t)kv->sinks != s->meta.sinks || (uint32_t)kv->window != s->meta.window) {
+	if ((uint32_t)kv->win[0].sinks != s->meta.sinks || (uint32_t)kv->win[0].window != s->meta.window) {
 		llm_seterr("the snapshot's window is %u sinks and %u positions, this cache's %d and %d",
-		    s->meta.sinks, s->meta.window, kv->sinks, kv->window);
+		    s->meta.sinks, s->meta.window, kv->win[0].sinks, kv->win[0].window);
+		return -1;
+	}
+	struct snap_meta mine = { .n_layers = (uint32_t)kv->n_layers,
+		.swa = kv->slides ? (uint32_t)kv->win[1].window : 0, .slides = kv->slides };
+	if (!same_slides(&s->meta, &mine)) {
+		llm_seterr("the snapshot's sliding layers keep %u positions, this cache's %u", s->meta.swa,
+		    mine.swa);
 		return -1;
 	}
 	if (s->version == 3 && (kv->k_type == KV_F16 || kv->v_type == KV_F16)) {
@@ -912,8 +1027,8 @@ load(const struct snapshot *s, struct kv *kv, uint32_t n, uint32_t base)
 	 * the cache; so are grouped keys' groups.  Those from base on are
 	 * copied, and the ring rows after them go to the rings.
 	 */
-	rows = kv_rows(kv, (int)n);
 	for (l = 0; l < s->meta.n_layers; l++) {
+		rows = kv_rows(kv, (int)l, (int)n);
 		for (w = KV_K; w <= KV_V; w++) {
 			size_t row = kv->ring[w] ? kv_ring_row_bytes(kv, w) : 0;
 			size_t from = (size_t)kv->shared[w] * (w ? kv->v_unit : kv->k_unit);
@@ -924,7 +1039,8 @@ load(const struct snapshot *s, struct kv *kv, uint32_t n, uint32_t base)
 			/* the file's ring rows are those of [n_pos - have, n_pos) */
 			uint32_t have = (uint32_t)file_ring(w ? kv->v_type : kv->k_type, w,
 			    (int)s->n_pos, s->version);
-			ring = (const uint8_t *)snapshot_block(s, l, w) + main_bytes(kv, w, (int)s->n_rows);
+			ring = (const uint8_t *)snapshot_block(s, l, w) +
+			    main_bytes(kv, w, (int)snapshot_win(s, l)->n_rows);
 			for (p = n - (uint32_t)cache_ring(kv, w, (int)n); kv->ring[w] && p < n; p++)
 				memcpy(kv_ring_row(kv, (int)l, w, (int)p),
 				    ring + (size_t)(p - (s->n_pos - have)) * row, row);
@@ -960,7 +1076,7 @@ snapshot_verify(struct snapshot *s)
 static uint32_t
 share_base(const struct snapshot *s, const struct kv *kv, uint32_t n, uint32_t pos)
 {
-	if (s->meta.window || kv->window)
+	if (s->meta.window || s->meta.swa || kv_windowed(kv))
 		return 0;
 	if (!kv->ring[KV_K] && !kv->ring[KV_V] && !kv_grouped(kv))
 		return n < pos ? n : pos;
@@ -993,6 +1109,16 @@ snapshot_resume(const struct snapshot *s, struct kv *kv, const int *ids, int n_i
 	return load(s, kv, lcp, share_base(s, kv, lcp, lcp)) < 0 ? -1 : (int)lcp;
 }
 
+void
+snapshot_slice_rows(const struct snapshot *s, const struct snap_slice *sl, uint32_t layer,
+    uint32_t *p0, uint32_t *p1)
+{
+	int c = s->meta.slides ? s->meta.slides[layer] : 0;
+
+	*p0 = sl->p0[c];
+	*p1 = sl->p1[c];
+}
+
 int
 snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl)
 {
@@ -1020,18 +1146,39 @@ snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl)
 	}
 	sl->l0 = sl->layer < 0 ? 0 : (uint32_t)sl->layer;
 	sl->l1 = sl->layer < 0 ? m->n_layers : (uint32_t)sl->layer + 1;
-	sl->p0 = 0;
-	sl->p1 = s->n_rows;
-	if (sl->have_pos) {
+	for (int c = 0; c < 2; c++) {
+		const struct snap_win *w = &s->win[c];
+		uint32_t l;
+		/* the first selected layer of this window, if any */
+		for (l = sl->l0; l < sl->l1 && (m->slides ? m->slides[l] : 0) != c; l++)
+			;
+		sl->p0[c] = 0;
+		sl->p1[c] = w->n_rows;
+		if (l == sl->l1)
+			continue;
+		/* a sliding layer's ring keeps some rows it no longer reads, the oldest: not its */
+		while (c == 1 && sl->p0[c] < w->n_rows &&
+		    !snapshot_live(s, l, snapshot_row_pos(s, l, snapshot_row_at(s, l, sl->p0[c]))))
+			sl->p0[c]++;
+		if (!sl->have_pos)
+			continue;
 		/* the stored positions in [A, B]; a window may have evicted some or all */
-		while (sl->p0 < s->n_rows && snapshot_row_pos(s, snapshot_row_at(s, sl->p0)) < sl->pos_a)
-			sl->p0++;
-		while (sl->p1 > sl->p0 && snapshot_row_pos(s, snapshot_row_at(s, sl->p1 - 1)) > sl->pos_b)
-			sl->p1--;
-		if (sl->p0 == sl->p1) {
+		while (sl->p0[c] < w->n_rows &&
+		    snapshot_row_pos(s, l, snapshot_row_at(s, l, sl->p0[c])) < sl->pos_a)
+			sl->p0[c]++;
+		while (sl->p1[c] > sl->p0[c] &&
+		    snapshot_row_pos(s, l, snapshot_row_at(s, l, sl->p1[c] - 1)) > sl->pos_b)
+			sl->p1[c]--;
+		if (sl->p0[c] == sl->p1[c] && c == 0) {
 			llm_seterr("--pos %ld-%ld: evicted from the window (%u sinks, then positions "
 			    "%u-%u)", sl->pos_a, sl->pos_b, m->sinks, s->n_pos > m->window ?
 			    s->n_pos - m->window : 0, s->n_pos - 1);
+			return -1;
+		}
+		if (sl->p0[c] == sl->p1[c]) {
+			llm_seterr("--pos %ld-%ld: evicted from layer %u's sliding window (positions "
+			    "%u-%u)", sl->pos_a, sl->pos_b, l, s->n_pos > m->swa ? s->n_pos - m->swa : 0,
+			    s->n_pos - 1);
 			return -1;
 		}
 	}

@@ -8,9 +8,9 @@
 #include "kv.h"
 
 #define SNAP_MAGIC "LLMKVSNP"
-#define SNAP_VERSION 5		/* the highest this build reads, and the layout of its caches (f32 ones are written as version 1) */
+#define SNAP_VERSION 6		/* the highest this build reads, and the layout of its caches (f32 ones are written as version 1) */
 #define SNAP_HEADER_SIZE 128	/* versions 1 and 2 */
-#define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache), 4 (f16 stores) and 5 (q4_0 stores) */
+#define SNAP_HEADER_SIZE_3 160	/* versions 3 (a windowed cache), 4 (f16 stores), 5 (q4_0 stores), 6 (sliding layers) */
 #define SNAP_ALIGN 4096
 #define SNAP_DIR_ENTRY 48
 /* What a snapshot says about the model and the cache. */
@@ -20,7 +20,9 @@ struct snap_meta {
 	uint8_t fingerprint[32];
 	int k_type, v_type;	/* KV_F32 ... (kv.h) */
 	uint32_t rot;		/* the Hadamard block of the values, 0 if not rotated */
-	uint32_t sinks, window;	/* window 0: not windowed */
+	uint32_t sinks, window;	/* window 0: not windowed (with sliding layers: the global layers') */
+	uint32_t swa;		/* the sliding layers' window, 0 if none slides */
+	const unsigned char *slides;	/* n_layers flags, 1 for a sliding layer; NULL if none slides */
 };
 
 struct snap_dir {
@@ -28,21 +30,37 @@ struct snap_dir {
 	uint64_t v_offset, v_length, v_sum;
 };
 
-struct snapshot {
-	const uint8_t *map;
-	size_t size;
-	uint32_t version, n_pos;
-	uint32_t n_rows;		/* rows per block: n_pos, or a window's slots */
-	struct snap_meta meta;
-	uint64_t dir_offset, data_offset;
-	const uint8_t *tokens;		/* n_pos little-endian uint32 */
+/*
+ * The rows of a window's layers: the global layers' (win[0]: every
+ * layer's without sliding ones) and, in version 6, the sliding ones'.
+ */
+struct snap_win {
+	uint32_t sinks, window;		/* window 0: every position is kept */
+	uint32_t n_rows;		/* rows per block: n_pos, or the window's slots */
 	const uint8_t *positions;	/* n_rows little-endian uint32; NULL: row r is position r */
 	/* A wrapped window's rows by position: sink_slots, then the ring from ring_oldest. */
 	uint32_t sink_slots, ring_slots, ring_oldest;	/* ring_slots 0: rows are in order */
 	uint32_t ring_slot;		/* the row of the incomplete key group's first position */
+};
+
+struct snapshot {
+	const uint8_t *map;
+	size_t size;
+	uint32_t version, n_pos;
+	struct snap_meta meta;
+	uint64_t dir_offset, data_offset;
+	const uint8_t *tokens;		/* n_pos little-endian uint32 */
+	struct snap_win win[2];		/* by meta.slides[layer] (snapshot_win) */
 	struct snap_dir *dir;		/* n_layers entries, decoded */
 	int verified;			/* every block's checksum checked (snapshot_verify) */
 };
+
+/* A layer's rows: its window's. */
+static inline const struct snap_win *
+snapshot_win(const struct snapshot *s, uint32_t layer)
+{
+	return &s->win[s->meta.slides ? s->meta.slides[layer] : 0];
+}
 
 struct model;
 
@@ -84,12 +102,18 @@ void snapshot_close(struct snapshot *s);
 uint32_t snapshot_token(const struct snapshot *s, uint32_t pos);
 /* The K or V (KV_K, KV_V) block of a layer, as stored (llm-kv(5)). */
 const void *snapshot_block(const struct snapshot *s, uint32_t layer, int which);
-/* Row r of a block, dequantized and rotated back: kv_dim floats into out. */
+/* Row r of a layer's block, dequantized and rotated back: kv_dim floats into out. */
 void snapshot_row(const struct snapshot *s, uint32_t layer, int which, uint32_t r, float *out);
-/* The position row r holds. */
-uint32_t snapshot_row_pos(const struct snapshot *s, uint32_t r);
-/* The row that holds the i-th stored position, in increasing order. */
-uint32_t snapshot_row_at(const struct snapshot *s, uint32_t i);
+/* The position row r of a layer holds. */
+uint32_t snapshot_row_pos(const struct snapshot *s, uint32_t layer, uint32_t r);
+/* The row of a layer that holds the i-th stored position, in increasing order. */
+uint32_t snapshot_row_at(const struct snapshot *s, uint32_t layer, uint32_t i);
+/*
+ * Whether position pos is live in a layer: kept, and read by the last
+ * position's query (a window's sinks and its newest positions; every
+ * position without a window).
+ */
+int snapshot_live(const struct snapshot *s, uint32_t layer, uint32_t pos);
 /* Check one block's checksum; 0 or -1 with llm_err() naming it. */
 int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
 
@@ -136,12 +160,21 @@ struct snap_slice {
 	long pos_a, pos_b;
 	/*
 	 * What snapshot_slice_check makes of it, half-open ranges: p0..p1
-	 * index the stored positions in order (snapshot_row_at).
+	 * index the stored positions in order (snapshot_row_at), per window
+	 * (snapshot_slice_rows gives a layer's).
 	 */
-	uint32_t l0, l1, p0, p1, d0, d1;
+	uint32_t l0, l1, d0, d1;
+	uint32_t p0[2], p1[2];
 };
 
-/* Check a slice against the file and resolve its ranges; -1 with llm_err() naming the range. */
+/*
+ * Check a slice against the file and resolve its ranges; -1 with
+ * llm_err() naming the range, or the window of a selected layer that no
+ * longer holds any of its positions.
+ */
 int snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl);
+/* The stored positions a slice takes in a layer, p0..p1 (snapshot_row_at). */
+void snapshot_slice_rows(const struct snapshot *s, const struct snap_slice *sl, uint32_t layer,
+    uint32_t *p0, uint32_t *p1);
 
 #endif

@@ -26,4 +26,5 @@ llama3 -R
 qwen2 -A qwen2
 qwen3 -A qwen3
 phi3 -A phi3
+gemma3 -A gemma3
 LIST

@@ -27,6 +27,7 @@ families_match_llama_cpp() {
 	family qwen2 -A qwen2
 	family qwen3 -A qwen3
 	family phi3 -A phi3
+	family gemma3 -A gemma3
 }
 
 # The committed figures are still llama.cpp's: where ../shared has ref-score, ask it again.
@@ -41,7 +42,7 @@ unknown_families_and_unused_tensors_are_errors() {
 	"$PWD/tools/mkmodel" -A mamba -o "$TMP/mamba.gguf" || fail "mkmodel"
 	echo 1 | "$D" -m "$TMP/mamba.gguf" -n 1 >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "an unknown architecture exited $?"
-	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3 and phi3 are)$" \
+	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3, phi3 and gemma3 are)$" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 }
 

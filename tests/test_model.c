@@ -147,16 +147,16 @@ ref_rmsnorm(double *out, const double *x, const float *g, int dim, int n, double
 	}
 }
 
-/* RoPE of one head at position pos, into out: the model's style and frequency factors. */
+/* RoPE of one head at position pos, into out: the model's style and frequency factors, base given. */
 static void
-ref_rope(const struct model *m, double *out, const double *v, int pos)
+ref_rope(const struct model *m, double *out, const double *v, int pos, double base)
 {
 	const struct model_config *c = &m->c;
 	int half = c->rope_dim / 2;
 
 	memcpy(out, v, c->head_dim * sizeof *out);
 	for (int i = 0; i < half; i++) {
-		double th = pos / pow(c->rope_base, 2.0 * i / c->rope_dim) /
+		double th = pos / pow(base, 2.0 * i / c->rope_dim) /
 		    (m->rope_factors ? m->rope_factors[i] : 1.0);
 		int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
 		out[a] = v[a] * cos(th) - v[b] * sin(th);
@@ -172,11 +172,27 @@ ref_bias(double *rows, int n, int len, const float *bias)
 			rows[(size_t)t * len + j] += bias[j];
 }
 
+/* GELU in its tanh form, in double. */
+static double
+ref_gelu(double x)
+{
+	return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
 /*
  * logits[t][vocab] for every position of ids.  With a window (W > 0),
  * StreamingLLM as its paper states it: the query at t sees the S sinks
  * and the newest W positions, and RoPE rotates each by its place in the
  * cache, the sinks first and the window closed up behind them.
+ *
+ * gemma3, as its paper and llama.cpp state it: embeddings times
+ * sqrt(dim); a layer l slides if l % pattern < pattern - 1 (the file's
+ * sliding_window_pattern, 6 if absent, 0: all), its query at t seeing
+ * the keys at t - sliding_window < s <= t, with RoPE of base 10000 (or
+ * rope.freq_base_swa), the others global with rope.freq_base and the
+ * window W if any; the attention's and the FFN's outputs RMS-normed
+ * before their residual adds; a GELU (tanh) gate; logits capped if the
+ * file says.
  */
 static double *
 ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
@@ -191,11 +207,28 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 	double *logits = xcalloc((size_t)n * c->vocab_size, sizeof *x);
 	double *emb = dense(&m->token_embd);
 	double *att = xcalloc((size_t)n, sizeof *att), qr[256], kr[256];
+	int gemma = strcmp(c->arch, "gemma3") == 0, swa = 0, pattern = 6;
+	double base_swa = 10000, softcap = 0;
+	uint32_t key;
+	float f;
 
+	if (gemma) {
+		if (gguf_get_u32(&m->gguf, "gemma3.attention.sliding_window", &key) > 0)
+			swa = (int)key;
+		if (gguf_get_u32(&m->gguf, "gemma3.attention.sliding_window_pattern", &key) > 0)
+			pattern = (int)key;
+		if (gguf_get_f32(&m->gguf, "gemma3.rope.freq_base_swa", &f) > 0)
+			base_swa = f;
+		if (gguf_get_f32(&m->gguf, "gemma3.final_logit_softcapping", &f) > 0)
+			softcap = f;
+	}
 	for (int t = 0; t < n; t++)
-		memcpy(x + (size_t)t * D, emb + (size_t)ids[t] * D, D * sizeof *x);
+		for (int i = 0; i < D; i++)
+			x[(size_t)t * D + i] = emb[(size_t)ids[t] * D + i] * (gemma ? sqrt((double)D) : 1);
 	for (int l = 0; l < c->n_layers; l++) {
 		const struct layer_weights *L = &m->layers[l];
+		int slides = swa > 0 && (pattern == 0 || l % pattern < pattern - 1);
+		double base = slides ? base_swa : c->rope_base;
 
 		ref_rmsnorm(xb, x, L->attn_norm, D, n, c->rms_eps);
 		ref_matmul(q, &L->wq, xb, n);
@@ -209,20 +242,21 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 			ref_rmsnorm(k, k, L->k_norm, HD, n * c->n_kv_heads, c->rms_eps);
 		}
 		for (int t = 0; t < n; t++) {
-			int e = W && t - (S + W - 1) > 0 ? t - (S + W - 1) : 0;	/* evicted */
+			int e = W && !slides && t - (S + W - 1) > 0 ? t - (S + W - 1) : 0;	/* evicted */
 			for (int h = 0; h < c->n_heads; h++) {
 				int kh = h / (c->n_heads / c->n_kv_heads);
 				double max = -INFINITY, sum = 0;
-				ref_rope(m, qr, q + (size_t)t * QD + h * HD, t - e);
+				ref_rope(m, qr, q + (size_t)t * QD + h * HD, t - e, base);
 				for (int s = 0; s <= t; s++) {	/* causal */
 					double d = 0;
 					att[s] = -INFINITY;
-					if (s >= S && s < S + e)
+					if ((s >= S && s < S + e) || (slides && s <= t - swa))
 						continue;
-					ref_rope(m, kr, k + (size_t)s * KVD + kh * HD, s < S ? s : s - e);
+					ref_rope(m, kr, k + (size_t)s * KVD + kh * HD, s < S ? s : s - e, base);
 					for (int i = 0; i < HD; i++)
 						d += qr[i] * kr[i];
-					att[s] = d / sqrt(HD);
+					/* gemma3 27B (62 layers) scales by 1/sqrt(dim / heads) */
+					att[s] = d / sqrt(gemma && c->n_layers == 62 ? (double)D / c->n_heads : HD);
 					max = fmax(max, att[s]);
 				}
 				for (int s = 0; s <= t; s++)
@@ -236,19 +270,25 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 			}
 		}
 		ref_matmul(o, &L->wo, ao, n);
+		if (gemma)
+			ref_rmsnorm(o, o, L->attn_post_norm, D, n, c->rms_eps);
 		for (int i = 0; i < n * D; i++)
 			x[i] += o[i];
 		ref_rmsnorm(xb, x, L->ffn_norm, D, n, c->rms_eps);
 		ref_matmul(g, &L->w_gate, xb, n);
 		ref_matmul(u, &L->w_up, xb, n);
 		for (int i = 0; i < n * F; i++)
-			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+			g[i] = (gemma ? ref_gelu(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
 		ref_matmul(o, &L->w_down, g, n);
+		if (gemma)
+			ref_rmsnorm(o, o, L->ffn_post_norm, D, n, c->rms_eps);
 		for (int i = 0; i < n * D; i++)
 			x[i] += o[i];
 	}
 	ref_rmsnorm(xb, x, m->output_norm, D, n, c->rms_eps);
 	ref_matmul(logits, &m->output, xb, n);
+	for (size_t i = 0; softcap > 0 && i < (size_t)n * c->vocab_size; i++)
+		logits[i] = softcap * tanh(logits[i] / softcap);
 	free(x), free(xb), free(q), free(k), free(v), free(o), free(g), free(u), free(emb), free(att);
 	free(ao);
 	return logits;
@@ -528,7 +568,7 @@ same_cache(const struct kv *a, const struct kv *b, int n)
 {
 	for (int l = 0; l < a->n_layers; l++)
 		for (int w = KV_K; w <= KV_V; w++) {
-			int rows = kv_rows(a, n), grouped = kv_type_grouped(w ? a->v_type : a->k_type, w);
+			int rows = kv_rows(a, l, n), grouped = kv_type_grouped(w ? a->v_type : a->k_type, w);
 			size_t unit = w ? a->v_unit : a->k_unit;
 			size_t len = grouped ? (size_t)(rows / KV_GROUP) * unit : (size_t)rows * unit;
 			if (memcmp(kv_unit(a, l, w, 0), kv_unit(b, l, w, 0), len) != 0)
@@ -946,13 +986,13 @@ window_batched_equals_token_by_token(void)
 		for (i = 0; i < N; i++) {
 			fwd(&mm, &one, &ids[i], 1, i, i == N - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 			CHECK(!err, "%s", llm_err());
-			if (i == one.slots)
+			if (i == one.win[0].slots)
 				full = kv_bytes(&one);
-			CHECK(i < one.slots || kv_bytes(&one) == full, "k %s v %s: kv_bytes %zu at "
+			CHECK(i < one.win[0].slots || kv_bytes(&one) == full, "k %s v %s: kv_bytes %zu at "
 			    "position %d, %zu when the slots filled", name, vname, kv_bytes(&one), i, full);
 		}
-		CHECK(one.cap == one.slots && one.slots <= CTX + 2 * KV_GROUP, "k %s v %s: cap %d of "
-		    "%d slots", name, vname, one.cap, one.slots);
+		CHECK(one.cap == one.win[0].slots && one.win[0].slots <= CTX + 2 * KV_GROUP, "k %s v %s: cap %d of "
+		    "%d slots", name, vname, one.cap, one.win[0].slots);
 		memcpy(want, fwd_last, V * sizeof *want);
 		for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
 			CHECK(window_cache(&mm, &b, t, CTX, 4, 100) == 0, "%s", llm_err());
@@ -1191,6 +1231,172 @@ families_match_the_reference(void)
 	    "by the llama forward pass of this build") == 0, "an unused tensor: '%s'", llm_err());
 }
 
+/* gemma3 on the family checks' shape: 7 layers (with the pattern of 6, 0-4 and 6 slide). */
+static const char *
+gemma3_model(const char *name, int swa, int pattern, float softcap)
+{
+	struct fixture f;
+
+	fixture_small(&f, GGML_F32);
+	f.arch = "gemma3";
+	f.n_layers = 7;
+	f.n_swa = swa;
+	f.swa_pattern = pattern;
+	f.softcap = softcap;
+	f.rope_base = 1000000;
+	return write_fixture(&f, name);
+}
+
+/*
+ * gemma3 against the reference, token by token, with sliding windows
+ * shorter than the stream: the default pattern, another one with a
+ * logit cap, and no window (every layer global).  A batch of the whole
+ * stream gives the same last logits and the same cache, bit for bit;
+ * a cache made without the model's sliding layers is refused.
+ */
+static void
+gemma3_matches_the_reference(void)
+{
+	enum { N = 70 };
+	static const struct { int swa, pattern; float softcap; const char *slides; } cases[] = {
+		{ 16, 0, 0, "1111101" }, { 24, 3, 15, "1101101" }, { 0, 0, 0, "0000000" },
+	};
+	struct model mm;
+	struct kv kv, batch;
+	float *all;
+	int ids[N], t;
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char name[64], got[8] = "";
+		snprintf(name, sizeof name, "gemma3-%zu.gguf", i);
+		CHECK(model_load(&mm, gemma3_model(name, cases[i].swa, cases[i].pattern,
+		    cases[i].softcap)) == 0, "%s", llm_err());
+		for (int l = 0; l < 7; l++)
+			got[l] = mm.slides && mm.slides[l] ? '1' : '0';
+		CHECK(strcmp(got, cases[i].slides) == 0 && mm.c.post_norms && mm.c.gelu &&
+		    mm.c.embd_scale == sqrtf(256) && mm.c.rope_neox && mm.c.n_heads * mm.c.head_dim != mm.c.dim &&
+		    mm.c.rope_base_swa == 10000 && mm.c.softcap == cases[i].softcap,
+		    "case %zu: the family's fields: slides %s", i, got);
+		for (t = 0; t < N; t++)
+			ids[t] = (t * 7919 + 3) % mm.c.vocab_size;
+		double *ref = ref_forward(&mm, ids, N);
+		CHECK(model_kv_init(&mm, &kv, 512, 0, KV_F32, KV_F32) == 0, "%s", llm_err());
+		double worst = worst_against_reference(&mm, &kv, ids, N, ref);
+		CHECK(worst <= 1e-4, "case %zu (window %d, pattern %d, cap %g): relative logit error %g",
+		    i, cases[i].swa, cases[i].pattern, cases[i].softcap, worst);
+		size_t V = (size_t)mm.c.vocab_size;
+		all = xmalloc((size_t)N * V * sizeof *all);
+		CHECK(model_kv_init(&mm, &batch, 512, 0, KV_F32, KV_F32) == 0, "%s", llm_err());
+		CHECK(fwd(&mm, &batch, ids, N, 0, MODEL_OUT_ALL, all, &t) && !t, "%s", llm_err());
+		CHECK(memcmp(all + (N - 1) * V, fwd_last, V * sizeof *all) == 0 && same_cache(&kv, &batch, N),
+		    "case %zu: a batch differs from token by token", i);
+		free(all), free(ref);
+		kv_free(&batch);
+		kv_free(&kv);
+		kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+		got[0] = fwd(&mm, &kv, ids, 1, 0, MODEL_OUT_LAST, NULL, &t) != NULL;
+		CHECK(mm.slides ? !got[0] && strstr(llm_err(), "sliding layers are not the model's") : got[0],
+		    "case %zu: a plain cache: %s", i, t ? llm_err() : "taken");
+		kv_free(&kv);
+		model_free(&mm);
+	}
+}
+
+/*
+ * gemma3's sliding layers with every cache type, and with a window on
+ * the global layers past max_ctx: one token at a time, in chunks that
+ * wrap the rings, equal bit for bit (logits and cache); the f32 runs
+ * against the reference too.  A window shorter than a group of keys is
+ * refused by the types that keep groups.
+ */
+static void
+gemma3_cache_types_batched_equals_token_by_token(void)
+{
+	enum { N = 230, CTX = 160 };
+	static const int chunks[] = { 13, 64, 128 };
+	struct model mm;
+	struct kv one, b;
+	float *want, *got = NULL;
+	int ids[N], err, i, t, win;
+
+	CHECK(model_load(&mm, gemma3_model("gemma3-40.gguf", 40, 0, 0)) == 0, "%s", llm_err());
+	size_t V = (size_t)mm.c.vocab_size;
+	want = xmalloc(V * sizeof *want);
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 31 + 7) % mm.c.vocab_size;
+	for (win = 0; win < 2; win++)
+		for (t = -1; t < N_KV_TYPES; t++) {
+			int k = t < 0 ? KV_F32 : kv_types[t][0], v = t < 0 ? KV_F32 : kv_types[t][1];
+			int n = win ? N : CTX;
+			CHECK(model_kv_init(&mm, &one, CTX, 0, k, v) == 0 &&
+			    (!win || kv_set_window(&one, 4, 100) == 0), "%s", llm_err());
+			for (i = 0; i < n; i++) {
+				fwd(&mm, &one, &ids[i], 1, i, i == n - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
+				CHECK(!err, "k %s v %s: %s", kv_type_name(k), kv_type_name(v), llm_err());
+			}
+			memcpy(want, fwd_last, V * sizeof *want);
+			if (t < 0) {
+				double *ref = ref_forward_window(&mm, ids, n, win ? 4 : 0, win ? 100 : 0), worst = 0;
+				for (size_t e = 0, at = (size_t)(n - 1) * V; e < V; e++)
+					worst = worst_of(worst, fabs(want[e] - ref[at + e]) / 10);
+				CHECK(worst <= 1e-4, "window %d: the last logits off the reference by %g", win, worst);
+				free(ref);
+			}
+			for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+				CHECK(model_kv_init(&mm, &b, CTX, 0, k, v) == 0 &&
+				    (!win || kv_set_window(&b, 4, 100) == 0), "%s", llm_err());
+				for (i = 0; i < n; i += chunks[c]) {
+					int m = n - i < chunks[c] ? n - i : chunks[c];
+					got = fwd(&mm, &b, ids + i, m, i, i + m == n ? MODEL_OUT_LAST : MODEL_OUT_NONE,
+					    NULL, &err);
+					CHECK(!err, "%s", llm_err());
+				}
+				CHECK(got && memcmp(got, want, V * sizeof *want) == 0 && same_cache(&one, &b, n),
+				    "k %s v %s, window %d: chunks of %d differ from one token at a time",
+				    kv_type_name(k), kv_type_name(v), win, chunks[c]);
+				kv_free(&b);
+			}
+			kv_free(&one);
+		}
+	model_free(&mm);
+	CHECK(model_load(&mm, gemma3_model("gemma3-16.gguf", 16, 0, 0)) == 0, "%s", llm_err());
+	CHECK(model_kv_init(&mm, &one, CTX, 0, KV_Q8_0, KV_F32) < 0 && strcmp(llm_err(),
+	    "kv: a sliding window of 16 positions is less than the 32 of a group of k q8_0 v f32") == 0,
+	    "a window under a group: '%s'", llm_err());
+	CHECK(model_kv_init(&mm, &one, CTX, 0, KV_F32, KV_F32) == 0, "%s", llm_err());
+	kv_free(&one);
+	model_free(&mm);
+	free(want);
+}
+
+/*
+ * At 2000 positions with a window of 64, the cache holds what the layers
+ * can attend to, within 1.3x: the global layer's 2000 rows and the six
+ * sliding layers' 64 each, not 7 x 2000.
+ */
+static void
+gemma3_cache_keeps_what_the_layers_attend_to(void)
+{
+	enum { N = 2000, SWA = 64 };
+	struct model mm;
+	struct kv kv;
+	int *ids = xmalloc(N * sizeof *ids), err, i;
+
+	CHECK(model_load(&mm, gemma3_model("gemma3-64.gguf", SWA, 0, 0)) == 0, "%s", llm_err());
+	CHECK(model_kv_init(&mm, &kv, 4096, 0, KV_F32, KV_F32) == 0, "%s", llm_err());
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 131 + 5) % mm.c.vocab_size;
+	fwd(&mm, &kv, ids, N, 0, MODEL_OUT_NONE, NULL, &err);
+	CHECK(!err, "%s", llm_err());
+	double row = 2.0 * mm.c.kv_dim * sizeof(float), need = (1.0 * N + 6.0 * SWA) * row;
+	CHECK(kv_bytes(&kv) <= 1.3 * need && kv_bytes(&kv) >= need,
+	    "kv_bytes %zu for %.0f bytes the layers attend to (%.2fx)", kv_bytes(&kv), need,
+	    kv_bytes(&kv) / need);
+	kv_free(&kv);
+	model_free(&mm);
+	free(ids);
+}
+
 int
 main(void)
 {
@@ -1228,6 +1434,9 @@ main(void)
 	TEST(long_decode_split_is_bitwise_one_thread);
 	TEST(embeddings_pool_the_final_hidden_states);
 	TEST(families_match_the_reference);
+	TEST(gemma3_matches_the_reference);
+	TEST(gemma3_cache_types_batched_equals_token_by_token);
+	TEST(gemma3_cache_keeps_what_the_layers_attend_to);
 	TEST(sampling_controls_do_what_llama_cpp_does);
 	CHECK_EXIT();
 }

@@ -359,6 +359,108 @@ flipped_byte_in_a_block_is_refused(void)
 	free(p);
 }
 
+/* Open the file at bad_path; 1 if refused with a message containing want. */
+static int
+open_refused(const char *want)
+{
+	struct snapshot s;
+
+	if (snapshot_open(&s, bad_path) == 0) {
+		snapshot_close(&s);
+		return 0;
+	}
+	if (!strstr(llm_err(), want)) {
+		fprintf(stderr, "  message '%s' lacks '%s'\n", llm_err(), want);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * Version 6: a cache whose first layer slides (a window of 32, its f32
+ * ring of 63 slots wrapped by 100 positions) is written, read row by
+ * row as written, loaded into a cache with the same sliding layers and
+ * refused by one without them; its layer table and window are checked
+ * as the header is.
+ */
+static void
+sliding_layers_are_version_6(void)
+{
+	enum { N = 100, SWA = 32 };
+	unsigned char *slides = xcalloc((size_t)m.c.n_layers, 1), *p;
+	struct kv kv, back;
+	struct snap_meta meta;
+	struct snapshot s;
+	float *row = xmalloc((size_t)m.c.kv_dim * sizeof *row), *want = xmalloc((size_t)m.c.kv_dim * sizeof *want);
+	int ids[N], l, pos, d, bad = 0;
+	size_t len;
+
+	slides[0] = 1;
+	CHECK(kv_init(&kv, m.c.n_layers, m.c.kv_dim, 512, 0) == 0 && kv_set_sliding(&kv, slides, SWA) == 0,
+	    "%s", llm_err());
+	for (pos = 0; pos < N; pos++) {
+		ids[pos] = pos % m.c.vocab_size;
+		for (l = 0; l < m.c.n_layers; l++) {
+			for (d = 0; d < m.c.kv_dim; d++)
+				row[d] = (float)(l * 1000 + pos + d);
+			kv_put_k(&kv, l, pos, 1, row, (size_t)m.c.kv_dim);
+			for (d = 0; d < m.c.kv_dim; d++)
+				row[d] = -row[d];
+			kv_put_v(&kv, l, pos, 1, row, (size_t)m.c.kv_dim);
+		}
+	}
+	kv_set_seq_len(&kv, N);
+	meta_of(&kv, &meta);
+	CHECK(snapshot_write(snap_path, &meta, &kv, ids, N) == 0, "%s", llm_err());
+	CHECK(snapshot_open(&s, snap_path) == 0, "%s", llm_err());
+	CHECK(s.version == 6 && s.meta.swa == SWA && s.win[1].n_rows == SWA + KV_SLIDE - 1 &&
+	    s.win[0].n_rows == N && s.meta.slides && s.meta.slides[0] == 1 && s.meta.slides[1] == 0,
+	    "version %u, window %u, rows %u and %u", s.version, s.meta.swa, s.win[1].n_rows, s.win[0].n_rows);
+	for (l = 0; l < m.c.n_layers; l++)
+		for (uint32_t i = 0; i < snapshot_win(&s, (uint32_t)l)->n_rows; i++) {
+			uint32_t r = snapshot_row_at(&s, (uint32_t)l, i), q = snapshot_row_pos(&s, (uint32_t)l, r);
+			snapshot_row(&s, (uint32_t)l, KV_K, r, row);
+			bad += row[1] != (float)(l * 1000 + (int)q + 1) ||
+			    (l == 0 && q != (uint32_t)(N - (SWA + KV_SLIDE - 1) + (int)i));
+		}
+	CHECK(bad == 0, "%d rows hold other positions than they say", bad);
+	CHECK(kv_init(&back, m.c.n_layers, m.c.kv_dim, 512, 0) == 0 &&
+	    kv_set_sliding(&back, slides, SWA) == 0 && snapshot_load(&s, &back, N) == 0, "%s", llm_err());
+	for (l = 0; l < m.c.n_layers; l++)
+		for (pos = N - SWA; pos < N; pos++) {
+			kv_row(&kv, l, KV_V, pos, want);
+			kv_row(&back, l, KV_V, pos, row);
+			bad += memcmp(want, row, (size_t)m.c.kv_dim * sizeof *row) != 0;
+		}
+	CHECK(bad == 0, "%d rows loaded differ", bad);
+	kv_free(&back);
+	kv_init(&back, m.c.n_layers, m.c.kv_dim, 512, 0);
+	CHECK(snapshot_load(&s, &back, N) < 0 && strstr(llm_err(),
+	    "the snapshot's sliding layers keep 32 positions, this cache's 0"), "a plain cache: %s", llm_err());
+	kv_free(&back);
+	snapshot_close(&s);
+
+	unsigned char *file = read_whole(snap_path, &len);
+	CHECK(file != NULL, "read");
+	p = xmalloc(len);
+	uint64_t table = get64(file + 152);
+#define CASE6(edit, want) do { \
+	memcpy(p, file, len); \
+	edit; \
+	fix_sum(p); \
+	write_bad(p, len); \
+	CHECK(open_refused(want), "%s", #edit); \
+} while (0)
+	CASE6(p[table] = 2, "layer table: layer 0 is 2, not 0 (global) or 1 (sliding)");
+	CASE6(p[table] = 0, "layer table: no layer slides");
+	CASE6(put32(p + 140, 0), "bad sliding window 0");
+	CASE6(put64(p + 152, table + 8), "bad layer table offset");
+	CASE6(put32(p + get64(file + 96) - 8, 7), "row 62 holds position 7");
+#undef CASE6
+	free(p), free(file), free(row), free(want), free(slides);
+	kv_free(&kv);
+}
+
 static void
 damaged_headers_are_refused_each_with_its_message(void)
 {
@@ -374,7 +476,8 @@ damaged_headers_are_refused_each_with_its_message(void)
 	CHECK(refused(want), "%s", #edit); \
 } while (0)
 	CASE(memcpy(p, "LLMKVSNQ", 8), 0, "bad magic");
-	CASE(put32(p + 8, 6), 1, "version 6 is not supported (this build reads versions 1 to 5)");
+	CASE(put32(p + 8, 7), 1, "version 7 is not supported (this build reads versions 1 to 6)");
+	CASE(put32(p + 8, 6), 1, "bad header size");
 	CASE(put32(p + 8, 3), 1, "bad header size");
 	CASE(put32(p + 8, 4), 1, "bad header size");
 	CASE(put32(p + 16, 1), 1, "a version 1 snapshot holds f32 keys and values, not k f16 v f32");
@@ -867,6 +970,7 @@ main(void)
 	TEST(failed_write_keeps_the_old_snapshot);
 	TEST(failed_fsync_leaks_nothing_and_keeps_the_old_snapshot);
 	TEST(kvstat_json_has_null_for_nan_and_infinity);
+	TEST(sliding_layers_are_version_6);
 	free(img);
 	model_run_free(&mr);
 	model_free(&m);

@@ -58,6 +58,28 @@ fixture_qwen25_05b(struct fixture *f, uint32_t type)
 	};
 }
 
+/* gemma-3-270m's shapes: 640 wide, heads of 256, 18 layers, a window of 512. */
+void
+fixture_gemma3_270m(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 640, .n_layers = 18, .n_heads = 4, .n_kv_heads = 1, .head_dim = 256,
+		.ffn_dim = 2048, .vocab = 262144, .ctx = 32768, .rope_base = 1000000,
+		.tied = 1, .type = type, .seed = 270, .eos_id = 1, .arch = "gemma3", .n_swa = 512,
+	};
+}
+
+/* gemma-3-1b's shapes: 1152 wide, heads of 256, 26 layers, a window of 512. */
+void
+fixture_gemma3_1b(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 1152, .n_layers = 26, .n_heads = 4, .n_kv_heads = 1, .head_dim = 256,
+		.ffn_dim = 6912, .vocab = 262144, .ctx = 32768, .rope_base = 1000000,
+		.tied = 1, .type = type, .seed = 1, .eos_id = 1, .arch = "gemma3", .n_swa = 512,
+	};
+}
+
 static uint64_t
 next(uint64_t *s)
 {
@@ -187,7 +209,7 @@ static const struct {
 
 /* A SentencePiece-style vocabulary: specials, 256 bytes, then pieces. */
 static void
-vocab(struct ggufw *w, int n, int eos_id, int as_ints, const char *chat)
+vocab(struct ggufw *w, int n, int eos_id, int as_ints, const char *chat, int no_space_prefix)
 {
 	static const char *syl[] = { "a", "e", "i", "o", "u", "ka", "lo", "mi",
 	    "ne", "ri", "sa", "to", "the", "and", "was", "day" };
@@ -223,6 +245,8 @@ vocab(struct ggufw *w, int n, int eos_id, int as_ints, const char *chat)
 		ggufw_str(w, "tokenizer.chat_template", chat_fixtures[c].tpl);
 	}
 	ggufw_str(w, "tokenizer.ggml.model", "llama");
+	if (no_space_prefix)	/* as Gemma's files say */
+		ggufw_bool(w, "tokenizer.ggml.add_space_prefix", 0);
 	if (as_ints)
 		ggufw_i32_arr(w, "tokenizer.ggml.tokens", type, (size_t)n);
 	else
@@ -319,8 +343,10 @@ fixture_write(const struct fixture *f, const char *path)
 	uint64_t rng = f->seed * 2654435761u + 1;
 	const char *arch = f->arch ? f->arch : "llama";
 	int qwen3 = strcmp(arch, "qwen3") == 0, phi3 = strcmp(arch, "phi3") == 0;
-	/* qwen3: heads of their own size, so that n_heads * head_dim != dim */
-	int head_dim = qwen3 ? f->dim / f->n_heads / 2 * 4 : f->dim / f->n_heads;
+	int gemma3 = strcmp(arch, "gemma3") == 0;
+	/* qwen3, gemma3: heads of their own size, so that n_heads * head_dim != dim */
+	int head_dim = f->head_dim > 0 ? f->head_dim :
+	    qwen3 || gemma3 ? f->dim / f->n_heads / 2 * 4 : f->dim / f->n_heads;
 	int q_dim = f->n_heads * head_dim, kv_dim = f->n_kv_heads * head_dim;
 	/* uniform in [-s, s] has standard deviation s / sqrt(3) */
 	float sd = f->std > 0 ? f->std * sqrtf(3) : 1.0f / sqrtf((float)f->dim);
@@ -345,9 +371,16 @@ fixture_write(const struct fixture *f, const char *path)
 		ggufw_u32(w, K("attention.head_count_kv"), (uint32_t)f->n_kv_heads);
 		ggufw_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
 		ggufw_f32(w, K("rope.freq_base"), f->rope_base);
-		ggufw_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
+		ggufw_f32(w, K("attention.layer_norm_rms_epsilon"), gemma3 ? 1e-6f : 1e-5f);
 	}
-	if (qwen3) {
+	if (gemma3) {
+		ggufw_u32(w, K("attention.sliding_window"), (uint32_t)f->n_swa);
+		if (f->swa_pattern > 0)
+			ggufw_u32(w, K("attention.sliding_window_pattern"), (uint32_t)f->swa_pattern);
+		if (f->softcap > 0)
+			ggufw_f32(w, K("final_logit_softcapping"), f->softcap);
+	}
+	if (qwen3 || gemma3) {
 		ggufw_u32(w, K("attention.key_length"), (uint32_t)head_dim);
 		ggufw_u32(w, K("attention.value_length"), (uint32_t)head_dim);
 	}
@@ -360,7 +393,7 @@ fixture_write(const struct fixture *f, const char *path)
 	if (!f->minimal_keys) {
 		ggufw_u32(w, "general.file_type", f->type);
 		if (!f->vocab_from)
-			vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat);
+			vocab(w, f->vocab, f->eos_id, f->vocab_as_ints, f->chat, gemma3);
 		else if (vocab_copy(w, f->vocab_from, &n_vocab) < 0) {
 			ggufw_free(w);
 			return -1;
@@ -393,11 +426,13 @@ fixture_write(const struct fixture *f, const char *path)
 			tensor(w, N("attn_k"), f->type, kv_dim, f->dim, sd, 0, &rng);
 			tensor(w, N("attn_v"), f->type, kv_dim, f->dim, sd, 0, &rng);
 		}
-		if (qwen3) {
+		if (qwen3 || gemma3) {
 			tensor(w, N("attn_q_norm"), GGML_F32, 1, head_dim, 0.1f, 1, &rng);
 			tensor(w, N("attn_k_norm"), GGML_F32, 1, head_dim, 0.1f, 1, &rng);
 		}
 		tensor(w, N("attn_output"), f->type, f->dim, q_dim, sd, 0, &rng);
+		if (gemma3)
+			tensor(w, N("post_attention_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 		tensor(w, N("ffn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 		if (phi3) {
 			tensor(w, N("ffn_up"), f->type, 2 * f->ffn_dim, f->dim, sd, 0, &rng);
@@ -406,6 +441,8 @@ fixture_write(const struct fixture *f, const char *path)
 			tensor(w, N("ffn_up"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
 		}
 		tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
+		if (gemma3)
+			tensor(w, N("post_ffw_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 #undef N
 		if (f->arch && strcmp(f->arch, "qwen2") == 0) {
 #define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)

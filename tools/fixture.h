@@ -20,6 +20,10 @@ struct fixture {
 	const char *extra;	/* hostile: one more tensor of this name, which no model uses */
 	int eot_id, eom_id;	/* > 0: Llama 3's end-of-turn and end-of-message tokens */
 	const char *vocab_from;	/* a GGUF whose tokenizer (and vocabulary size) the model takes */
+	int head_dim;		/* > 0: heads of this size (attention.key_length) */
+	int n_swa;		/* gemma3: the sliding window (0: every layer global) */
+	int swa_pattern;	/* gemma3: > 0, written as sliding_window_pattern (else llama.cpp's 6) */
+	float softcap;		/* gemma3: > 0, written as final_logit_softcapping */
 	uint64_t seed;
 };
 
@@ -32,6 +36,9 @@ void fixture_smollm2_135m(struct fixture *f, uint32_t type);
 void fixture_small(struct fixture *f, uint32_t type);
 /* Qwen2.5-0.5B's shapes (qwen2, tied), for the benchmark. */
 void fixture_qwen25_05b(struct fixture *f, uint32_t type);
+/* gemma-3-270m's and gemma-3-1b's shapes (gemma3, tied, a vocabulary of 262144), for the benchmark. */
+void fixture_gemma3_270m(struct fixture *f, uint32_t type);
+void fixture_gemma3_1b(struct fixture *f, uint32_t type);
 
 /* Write the model; 0 or -1 (errno). */
 int fixture_write(const struct fixture *f, const char *path);

@@ -12,8 +12,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
+	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q4_K_mix] "
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-L LAYERS] [-W SWA] [-P PATTERN] [-K SOFTCAP] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -29,9 +29,10 @@ main(int argc, char *argv[])
 
 	argv0 = "mkmodel";
 	const char *chat = NULL, *bpe = NULL, *arch = NULL, *vocab_from = NULL;
-	int rope_freqs = 0, eot = 0, eom = 0;
+	int rope_freqs = 0, eot = 0, eom = 0, layers = 0, swa = -1, pattern = 0;
+	float softcap = 0;
 
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:V:w:C:B:A:RT:M:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:V:w:C:B:A:L:W:P:K:RT:M:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -43,7 +44,11 @@ main(int argc, char *argv[])
 		case 'w': std = (float)atof(optarg); break;
 		case 'C': chat = optarg; break;
 		case 'B': bpe = optarg; break;
-		case 'A': arch = optarg; break;		/* llama or qwen2 */
+		case 'A': arch = optarg; break;		/* llama, qwen2, qwen3, phi3, gemma3 */
+		case 'L': layers = atoi(optarg); break;
+		case 'W': swa = atoi(optarg); break;	/* gemma3: the sliding window */
+		case 'P': pattern = atoi(optarg); break;	/* gemma3: sliding_window_pattern */
+		case 'K': softcap = (float)atof(optarg); break;	/* gemma3: final_logit_softcapping */
 		case 'R': rope_freqs = 1; break;	/* Llama 3's rope_freqs.weight */
 		case 'T': eot = atoi(optarg); break;
 		case 'M': eom = atoi(optarg); break;	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
@@ -74,6 +79,10 @@ main(int argc, char *argv[])
 		fixture_small(&f, type);
 	else if (strcmp(shape, "qwen2.5-0.5b") == 0)
 		fixture_qwen25_05b(&f, type);
+	else if (strcmp(shape, "gemma3-270m") == 0)
+		fixture_gemma3_270m(&f, type);
+	else if (strcmp(shape, "gemma3-1b") == 0)
+		fixture_gemma3_1b(&f, type);
 	else
 		die(2, "-s %s: unknown shape", shape);
 	f.q4k_mix = mix;
@@ -92,6 +101,23 @@ main(int argc, char *argv[])
 	f.chat = chat;
 	if (arch)
 		f.arch = arch;
+	/*
+	 * -A gemma3 on a small shape: 7 layers, so that with the pattern of
+	 * 6 layers 0-4 and 6 slide and 5 is global, a window of 48 that a
+	 * test stream outgrows, and a global RoPE base unlike the sliding
+	 * layers' 10000.
+	 */
+	if (arch && strcmp(arch, "gemma3") == 0 && !f.n_swa) {
+		f.n_layers = 7;
+		f.n_swa = 48;
+		f.rope_base = 1000000;
+	}
+	if (layers > 0)
+		f.n_layers = layers;
+	if (swa >= 0)
+		f.n_swa = swa;
+	f.swa_pattern = pattern;
+	f.softcap = softcap;
 	f.rope_freqs = rope_freqs;
 	f.eot_id = eot;
 	f.eom_id = eom;

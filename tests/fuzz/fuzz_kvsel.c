@@ -15,12 +15,17 @@
 #include "../../lib/util.h"
 #include "fuzz.h"
 
-/* The last two are windowed (4 sinks, a window of 40), their rings wrapped. */
-static const struct { int layers, heads, head_dim, n_pos, k_type, v_type, window; } shape[] = {
-	{ 1, 1, 2, 0, KV_F32, KV_F32, 0 }, { 3, 2, 16, 10, KV_F32, KV_F32, 0 },
-	{ 2, 5, 8, 70, KV_Q4_0, KV_Q8_0, 0 }, { 4, 1, 64, 1, KV_F16, KV_Q4_0, 0 },
-	{ 3, 2, 16, 90, KV_F32, KV_F32, 40 }, { 2, 2, 8, 150, KV_Q8_0, KV_F16, 40 },
+/*
+ * Two are windowed (4 sinks, a window of 40), their rings wrapped; the
+ * last two have sliding layers 0 and 2 (a window of 24 or 32), wrapped.
+ */
+static const struct { int layers, heads, head_dim, n_pos, k_type, v_type, window, swa; } shape[] = {
+	{ 1, 1, 2, 0, KV_F32, KV_F32, 0, 0 }, { 3, 2, 16, 10, KV_F32, KV_F32, 0, 0 },
+	{ 2, 5, 8, 70, KV_Q4_0, KV_Q8_0, 0, 0 }, { 4, 1, 64, 1, KV_F16, KV_Q4_0, 0, 0 },
+	{ 3, 2, 16, 90, KV_F32, KV_F32, 40, 0 }, { 2, 2, 8, 150, KV_Q8_0, KV_F16, 40, 0 },
+	{ 3, 2, 16, 100, KV_F32, KV_F32, 0, 24 }, { 3, 1, 32, 120, KV_Q8_0, KV_F32, 40, 32 },
 };
+static const unsigned char slides[3] = { 1, 0, 1 };
 enum { NSHAPE = sizeof shape / sizeof shape[0] };
 static struct snapshot snap[NSHAPE];
 
@@ -44,9 +49,13 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 		    shape[i].k_type, shape[i].v_type);
 		if (shape[i].window)
 			kv_set_window(&kv, 4, shape[i].window);
+		if (shape[i].swa && kv_set_sliding(&kv, slides, shape[i].swa) < 0)
+			abort();
+		meta.swa = (uint32_t)shape[i].swa;
+		meta.slides = kv.slides;
 		meta.rot = (uint32_t)kv.rot;
-		meta.sinks = (uint32_t)kv.sinks;
-		meta.window = (uint32_t)kv.window;
+		meta.sinks = (uint32_t)kv.win[0].sinks;
+		meta.window = (uint32_t)kv.win[0].window;
 		for (p = 0; p < shape[i].n_pos; p++) {
 			ids[p] = p;
 			for (l = 0; l < shape[i].layers; l++) {
@@ -99,7 +108,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int f32;
 	volatile float sum = 0;
 	long a, b;
-	uint32_t l, q, d;
+	uint32_t l, q, d, p0, p1;
 	int w;
 
 	if (size < 1)
@@ -124,8 +133,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				continue;
 			if (snapshot_verify_block(s, l, w) < 0)
 				abort();	/* the file is whole */
-			for (q = sl.p0; q < sl.p1; q++) {
-				uint32_t r = snapshot_row_at(s, q), pos = snapshot_row_pos(s, r);
+			snapshot_slice_rows(s, &sl, l, &p0, &p1);
+			for (q = p0; q < p1; q++) {
+				uint32_t r = snapshot_row_at(s, l, q), pos = snapshot_row_pos(s, l, r);
 				snapshot_row(s, l, w, r, row);
 				for (d = sl.d0; d < sl.d1; d++) {
 					sum += row[d];

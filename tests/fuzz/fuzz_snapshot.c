@@ -24,7 +24,7 @@ read_slice(const struct snapshot *s, long layer, long head)
 {
 	struct snap_slice sl = { .which = -1, .layer = layer, .head = head };
 	float sum = 0, *row;
-	uint32_t l, p, d;
+	uint32_t l, p, d, p0, p1;
 	int w;
 
 	if (snapshot_slice_check(s, &sl) < 0)
@@ -32,8 +32,8 @@ read_slice(const struct snapshot *s, long layer, long head)
 	row = xmalloc(s->meta.kv_dim * sizeof *row);
 	for (l = sl.l0; l < sl.l1; l++)
 		for (w = 0; w < 2; w++)
-			for (p = sl.p0; p < sl.p1; p++) {
-				snapshot_row(s, l, w, p, row);
+			for (snapshot_slice_rows(s, &sl, l, &p0, &p1), p = p0; p < p1; p++) {
+				snapshot_row(s, l, w, snapshot_row_at(s, l, p), row);
 				for (d = sl.d0; d < sl.d1; d++)
 					sum += row[d];
 			}
@@ -69,7 +69,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ids[s.n_pos - 1] ^= 1;
 	if (kv_init_types(&kv, (int)s.meta.n_layers, (int)s.meta.n_kv_heads, (int)s.meta.head_dim,
 	    (int)s.meta.max_ctx, 0, s.meta.k_type, s.meta.v_type) == 0 &&
-	    (!s.meta.window || kv_set_window(&kv, (int)s.meta.sinks, (int)s.meta.window) == 0)) {
+	    (!s.meta.window || kv_set_window(&kv, (int)s.meta.sinks, (int)s.meta.window) == 0) &&
+	    (!s.meta.slides || kv_set_sliding(&kv, s.meta.slides, (int)s.meta.swa) == 0)) {
 		snapshot_resume(&s, &kv, ids, (int)s.n_pos + 1);
 		snapshot_load(&s, &kv, s.n_pos);
 		kv_free(&kv);

@@ -87,8 +87,13 @@ models(void)
 static void
 snapshots(void)
 {
-	/* the last two are windowed (4 sinks, a window of 40): before and after the ring wraps */
-	static const int n_pos[] = { 0, 3, 40, 65, 30, 100 };
+	/*
+	 * Then windowed (4 sinks, a window of 40): before and after the ring
+	 * wraps; then with layer 1 sliding (a window of 32, version 6), before
+	 * and after its ring wraps.
+	 */
+	static const int n_pos[] = { 0, 3, 40, 65, 30, 100, 20, 90 };
+	static const unsigned char slides[2] = { 0, 1 };
 	static const int types[][2] = { { KV_F32, KV_F32 }, { KV_F16, KV_Q8_0 }, { KV_Q8_0, KV_Q4_0 },
 		{ KV_Q4_0, KV_F16 } };
 	char path[4096];
@@ -103,11 +108,15 @@ snapshots(void)
 				.k_type = types[t][0], .v_type = types[t][1] };
 			struct kv kv;
 			kv_init_types(&kv, 2, 2, 4, 128, 0, types[t][0], types[t][1]);
-			if (i >= 4 && kv_set_window(&kv, 4, 40) < 0)
+			if (i >= 4 && i < 6 && kv_set_window(&kv, 4, 40) < 0)
 				die(1, "%s", llm_err());
+			if (i >= 6 && kv_set_sliding(&kv, slides, 32) < 0)
+				die(1, "%s", llm_err());
+			meta.swa = kv.slides ? 32 : 0;
+			meta.slides = kv.slides;
 			meta.rot = (uint32_t)kv.rot;
-			meta.sinks = (uint32_t)kv.sinks;
-			meta.window = (uint32_t)kv.window;
+			meta.sinks = (uint32_t)kv.win[0].sinks;
+			meta.window = (uint32_t)kv.win[0].window;
 			for (int p = 0; p < n_pos[i]; p++) {
 				ids[p] = p * 3;
 				for (int l = 0; l < 2; l++) {
@@ -121,7 +130,7 @@ snapshots(void)
 			}
 			kv_set_seq_len(&kv, n_pos[i]);
 			snprintf(path, sizeof path, "%s/snapshot/%s-%s-%d%s.kv", dir, kv_type_name(types[t][0]),
-			    kv_type_name(types[t][1]), n_pos[i], i >= 4 ? "-window" : "");
+			    kv_type_name(types[t][1]), n_pos[i], i >= 6 ? "-sliding" : i >= 4 ? "-window" : "");
 			if (snapshot_write(path, &meta, &kv, ids, n_pos[i]) < 0)
 				die(1, "%s: %s", path, llm_err());
 			kv_free(&kv);

@@ -1,0 +1,79 @@
+#!/bin/sh
+# Gemma 3 (issue 36), part of make bench; prints, never fails on speed.
+# Random weights with gemma-3-270m's and gemma-3-1b's shapes (Q8_0, the
+# 262144-token vocabulary, windows of 512 on five layers of six):
+#
+# - memory: peak RSS and kv_bytes after a prompt of N positions and 16
+#   generated, the cache keeping per layer what it attends to, beside a
+#   dense cache (--kv-prealloc at --ctx N + 16, every layer every
+#   position) and llama.cpp (llama-bench -p N -n 16 under /usr/bin/time,
+#   its context sized to the run, its f16 cache with its own windows);
+# - speed on gemma-3-270m's shape: decode of 64 and prefill of 128,
+#   alternating with llama-bench over BENCH_ROUNDS rounds, medians.
+#
+# BENCH_GEMMA_LENGTHS (default "1000 8000 32000") and BENCH_GEMMA_SHAPES
+# (default "gemma3-270m gemma3-1b") choose the rows; 32000 positions on
+# gemma-3-1b's shape take minutes on two cores.
+D=cmd/llm-decode
+REF=${REF:-../shared/ref/llama-bench}
+TMP=bench/tmp
+th=${BENCH_THREADS:-2}
+th=${th##* }
+ROUNDS=${BENCH_ROUNDS:-5}
+mkdir -p "$TMP"
+json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
+prompt() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) print 1000 + (i * 7919) % 200000 }'; }
+ref=1
+[ -x "$REF" ] && [ -x /usr/bin/time ] || ref=0
+
+echo
+echo "gemma3 memory (Q8_0 weights, $th threads): a prompt of N positions and 16 generated; MB"
+printf '%-12s %6s %9s %9s %9s %10s %10s %9s\n' shape N "peak RSS" "dense" llama.cpp "kv_bytes" "kv dense" "kv ratio"
+for shape in ${BENCH_GEMMA_SHAPES:-gemma3-270m gemma3-1b}; do
+	m="$TMP/$shape-q8_0.gguf"
+	[ -f "$m" ] || tools/mkmodel -s "$shape" -t q8_0 -o "$m" || exit 1
+	for n in ${BENCH_GEMMA_LENGTHS:-1000 8000 32000}; do
+		prompt "$n" >"$TMP/gp"
+		ctx=$((n + 16))
+		/usr/bin/time -f %M -o "$TMP/gt" $D -m "$m" -t "$th" --ctx $ctx -n 16 --ignore-eos --greedy \
+			--stats-json <"$TMP/gp" >/dev/null 2>"$TMP/gg" || exit 1
+		$D -m "$m" -t "$th" --ctx $ctx -n 16 --ignore-eos --greedy --kv-prealloc --stats-json \
+			<"$TMP/gp" >/dev/null 2>"$TMP/gd" || exit 1
+		rkb=0
+		[ $ref -eq 1 ] && /usr/bin/time -f %M -o "$TMP/grt" "$REF" -m "$m" -t "$th" -p "$n" -n 16 -r 1 \
+			-o csv >/dev/null 2>&1 && rkb=$(tail -n 1 "$TMP/grt")
+		awk -v s="$shape" -v n="$n" -v g="$(json peak_rss_bytes "$TMP/gg")" \
+		    -v d="$(json peak_rss_bytes "$TMP/gd")" -v r="$rkb" -v kv="$(json kv_bytes "$TMP/gg")" \
+		    -v kd="$(json kv_bytes "$TMP/gd")" 'BEGIN {
+			printf "%-12s %6d %9.1f %9.1f %9s %10.1f %10.1f %8.2fx\n", s, n, g / 1e6, d / 1e6,
+			    r ? sprintf("%.1f", r * 1024 / 1e6) : "-", kv / 1e6, kd / 1e6, kd / kv }'
+	done
+done
+echo "dense: --kv-prealloc, every layer holding every position; kv ratio: dense kv_bytes / ours"
+
+m="$TMP/gemma3-270m-q8_0.gguf"
+[ -f "$m" ] || tools/mkmodel -s gemma3-270m -t q8_0 -o "$m" || exit 1
+prompt 128 >"$TMP/gp"
+: >"$TMP/gs"
+for r in $(seq "$ROUNDS"); do
+	$D -m "$m" -t "$th" -n 64 --warmup --ignore-eos --greedy --stats-json <"$TMP/gp" >/dev/null 2>"$TMP/gg" ||
+		exit 1
+	theirs="- -"
+	[ -x "$REF" ] && "$REF" -m "$m" -t "$th" -p 128 -n 64 -r 1 -o csv >"$TMP/gr" 2>/dev/null &&
+		theirs=$(awk -F, 'NR > 1 { gsub(/"/, "", $(NF - 1)); v[NR] = $(NF - 1) } END { print v[NR], v[NR - 1] }' "$TMP/gr")
+	echo "$(json decode_tok_s "$TMP/gg") $(json prefill_tok_s "$TMP/gg") $theirs" >>"$TMP/gs"
+done
+echo
+echo "gemma3-270m speed (Q8_0, $th threads, $ROUNDS alternating rounds, medians): tok/s"
+awk '{ for (i = 1; i <= 4; i++) v[i, NR] = $i }
+function med(c, n,   i, j, t, a) { for (i = 1; i <= n; i++) a[i] = v[c, i]
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+END {
+	printf "%-10s %9s %9s\n", "", "decode", "prefill"
+	printf "%-10s %9.1f %9.1f\n", "llm", med(1, NR), med(2, NR)
+	if (v[3, 1] != "-") {
+		printf "%-10s %9.1f %9.1f\n", "llama.cpp", med(3, NR), med(4, NR)
+		printf "%-10s %8.2fx %8.2fx\n", "ratio", med(1, NR) / med(3, NR), med(2, NR) / med(4, NR)
+	}
+}' "$TMP/gs"
