@@ -5,9 +5,11 @@
 #
 # - memory: peak RSS and kv_bytes after a prompt of N positions and 16
 #   generated, the cache keeping per layer what it attends to, beside a
-#   dense cache (--kv-prealloc at --ctx N + 16, every layer every
-#   position) and llama.cpp (llama-bench -p N -n 16 under /usr/bin/time,
-#   its context sized to the run, its f16 cache with its own windows);
+#   cache that keeps every position in every layer (its bytes,
+#   kv_bytes_per_pos x (N + 16), and the peak RSS it would give: ours less
+#   our cache plus it) and llama.cpp (llama-bench -p N -n 16 under
+#   /usr/bin/time, its context sized to the run, its f16 cache with its
+#   own windows);
 # - speed on gemma-3-270m's shape: decode of 64 and prefill of 128,
 #   alternating with llama-bench over BENCH_ROUNDS rounds, medians.
 #
@@ -28,7 +30,7 @@ ref=1
 
 echo
 echo "gemma3 memory (Q8_0 weights, $th threads): a prompt of N positions and 16 generated; MB"
-printf '%-12s %6s %9s %9s %9s %10s %10s %9s\n' shape N "peak RSS" "dense" llama.cpp "kv_bytes" "kv dense" "kv ratio"
+printf '%-12s %6s %9s %9s %9s %10s %10s %9s\n' shape N "peak RSS" "all pos" llama.cpp "kv_bytes" "kv all pos" "kv ratio"
 for shape in ${BENCH_GEMMA_SHAPES:-gemma3-270m gemma3-1b}; do
 	m="$TMP/$shape-q8_0.gguf"
 	[ -f "$m" ] || tools/mkmodel -s "$shape" -t q8_0 -o "$m" || exit 1
@@ -37,19 +39,17 @@ for shape in ${BENCH_GEMMA_SHAPES:-gemma3-270m gemma3-1b}; do
 		ctx=$((n + 16))
 		/usr/bin/time -f %M -o "$TMP/gt" $D -m "$m" -t "$th" --ctx $ctx -n 16 --ignore-eos --greedy \
 			--stats-json <"$TMP/gp" >/dev/null 2>"$TMP/gg" || exit 1
-		$D -m "$m" -t "$th" --ctx $ctx -n 16 --ignore-eos --greedy --kv-prealloc --stats-json \
-			<"$TMP/gp" >/dev/null 2>"$TMP/gd" || exit 1
 		rkb=0
 		[ $ref -eq 1 ] && /usr/bin/time -f %M -o "$TMP/grt" "$REF" -m "$m" -t "$th" -p "$n" -n 16 -r 1 \
 			-o csv >/dev/null 2>&1 && rkb=$(tail -n 1 "$TMP/grt")
-		awk -v s="$shape" -v n="$n" -v g="$(json peak_rss_bytes "$TMP/gg")" \
-		    -v d="$(json peak_rss_bytes "$TMP/gd")" -v r="$rkb" -v kv="$(json kv_bytes "$TMP/gg")" \
-		    -v kd="$(json kv_bytes "$TMP/gd")" 'BEGIN {
+		awk -v s="$shape" -v n="$n" -v g="$(json peak_rss_bytes "$TMP/gg")" -v ctx=$ctx \
+		    -v r="$rkb" -v kv="$(json kv_bytes "$TMP/gg")" -v pp="$(json kv_bytes_per_pos "$TMP/gg")" 'BEGIN {
+			kd = pp * ctx; d = g - kv + kd
 			printf "%-12s %6d %9.1f %9.1f %9s %10.1f %10.1f %8.2fx\n", s, n, g / 1e6, d / 1e6,
 			    r ? sprintf("%.1f", r * 1024 / 1e6) : "-", kv / 1e6, kd / 1e6, kd / kv }'
 	done
 done
-echo "dense: --kv-prealloc, every layer holding every position; kv ratio: dense kv_bytes / ours"
+echo "all pos: a cache of every position in every layer (its bytes, and our peak RSS with it); kv ratio: its bytes / ours"
 
 m="$TMP/gemma3-270m-q8_0.gguf"
 [ -f "$m" ] || tools/mkmodel -s gemma3-270m -t q8_0 -o "$m" || exit 1
