@@ -520,7 +520,11 @@ kv_set_window(struct kv *kv, int sinks, int window)
 int
 kv_slide_shape(struct kv_win *w, int g, int window)
 {
-	if (window < 1 || window < g || window > KV_MAX_CTX) {
+	if (window < 1 || window > KV_MAX_CTX) {
+		llm_seterr("a sliding window of %d positions", window);
+		return -1;
+	}
+	if (window < g) {
 		llm_seterr("a sliding window of %d positions is less than the %d of a group", window, g);
 		return -1;
 	}
@@ -540,8 +544,9 @@ kv_set_sliding(struct kv *kv, const unsigned char *slides, int window)
 	for (l = 0; l < kv->n_layers; l++)
 		any |= slides[l] != 0;
 	if (any && kv_slide_shape(&kv->win[1], g, window) < 0) {
-		llm_seterr("kv: a sliding window of %d positions is less than the %d of a group of "
-		    "k %s v %s", window, g, kv_type_name(kv->k_type), kv_type_name(kv->v_type));
+		char why[128];
+		snprintf(why, sizeof why, "%s", llm_err());
+		llm_seterr("kv: %s of k %s v %s", why, kv_type_name(kv->k_type), kv_type_name(kv->v_type));
 		return -1;
 	}
 	free(kv->slides);
