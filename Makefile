@@ -5,7 +5,7 @@
 include config.mk
 
 LIBSRC = lib/attn.c lib/batch.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
-	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/sample.c \
+	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/simd/amx.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
 LIBHDR = lib/attn.h lib/batch.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
@@ -63,6 +63,9 @@ lib/simd/avx512.o: lib/simd/avx512.c $(SIMDINC)
 
 lib/simd/vnni.o: lib/simd/vnni.c lib/simd/simd.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_CFLAGS) -c -o $@ lib/simd/vnni.c
+
+lib/simd/amx.o: lib/simd/amx.c lib/simd/simd.h
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(AMX_CFLAGS) -c -o $@ lib/simd/amx.c
 
 $(LIB): $(LIBOBJ)
 	rm -f $@

@@ -17,3 +17,4 @@ LDLIBS = -lpthread -lm
 AVX2_CFLAGS = -mavx2 -mfma -mf16c
 AVX512_CFLAGS = -mavx512f -mavx512bw -mavx512vl -mfma -mf16c
 VNNI_CFLAGS = $(AVX512_CFLAGS) -mavx512vnni
+AMX_CFLAGS = $(VNNI_CFLAGS) -mamx-tile -mamx-int8

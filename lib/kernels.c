@@ -198,7 +198,7 @@ cpu_isa(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	unsigned a, b, c, d, xcr0_lo, xcr0_hi;
-	int avx, avx2, avx512, vnni;
+	int avx, avx2, avx512, vnni, amx;
 
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))	/* OSXSAVE */
 		return KERNELS_SCALAR;
@@ -211,6 +211,10 @@ cpu_isa(void)
 	avx512 = avx2 && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&	/* F, BW, VL */
 	    (xcr0_lo & 0xe0) == 0xe0;					/* opmask and ZMM state */
 	vnni = avx512 && (c & (1u << 11)) != 0;				/* AVX512_VNNI */
+	amx = vnni && (d & (1u << 24)) && (d & (1u << 25)) &&		/* AMX-TILE, AMX-INT8 */
+	    (xcr0_lo & 0x60000) == 0x60000;				/* tile config and data */
+	if (amx && simd_amx())
+		return KERNELS_AMX;
 	if (vnni && simd_avx512vnni())
 		return KERNELS_AVX512VNNI;
 	if (avx512 && simd_avx512())
@@ -229,6 +233,7 @@ table(int isa)
 	case KERNELS_AVX2: return simd_avx2();
 	case KERNELS_AVX512: return simd_avx512();
 	case KERNELS_AVX512VNNI: return simd_avx512vnni();
+	case KERNELS_AMX: return simd_amx();
 	}
 	return &scalar;
 }
@@ -251,7 +256,7 @@ kernels_init(void)
 
 	kernels_set_isa(cpu_isa());
 	if ((env = getenv("LLM_ISA")) != NULL)
-		for (isa = KERNELS_SCALAR; isa <= KERNELS_AVX512VNNI; isa++)
+		for (isa = KERNELS_SCALAR; isa <= KERNELS_AMX; isa++)
 			if (strcmp(env, kernels_isa_name(isa)) == 0)
 				kernels_set_isa(isa);	/* ignored if the processor lacks it */
 }
@@ -265,8 +270,8 @@ kernels_isa(void)
 const char *
 kernels_isa_name(int isa)
 {
-	return isa == KERNELS_AVX512VNNI ? "avx512vnni" : isa == KERNELS_AVX512 ? "avx512" :
-	    isa == KERNELS_AVX2 ? "avx2" : "scalar";
+	return isa == KERNELS_AMX ? "amx" : isa == KERNELS_AVX512VNNI ? "avx512vnni" :
+	    isa == KERNELS_AVX512 ? "avx512" : isa == KERNELS_AVX2 ? "avx2" : "scalar";
 }
 
 /* ---- the calls, through the set in use ---- */

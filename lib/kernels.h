@@ -10,11 +10,12 @@
 
 /*
  * The instruction sets the kernels can use, best last.  avx512vnni is
- * avx512 with q8_0 products by integer dot products (simd/vnni.c).
+ * avx512 with q8_0 products by integer dot products (simd/vnni.c); amx
+ * is avx512vnni with q8_0 batches by tile multiplies (simd/amx.c).
  */
-enum { KERNELS_SCALAR, KERNELS_AVX2, KERNELS_AVX512, KERNELS_AVX512VNNI };
+enum { KERNELS_SCALAR, KERNELS_AVX2, KERNELS_AVX512, KERNELS_AVX512VNNI, KERNELS_AMX };
 
-/* The best set the processor and the build have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni) if lower. */
+/* The best set the processor and the build have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni, amx) if lower. */
 void kernels_init(void);
 int kernels_isa(void);
 const char *kernels_isa_name(int isa);

@@ -103,14 +103,32 @@ penalize(struct sampler *s, float *logits)
 			s->seen[s->hist[i]] = 0;
 }
 
+/*
+ * The first index of the largest value (NaNs passed over, and 0 if x[0]
+ * is one), in eight lanes side by side: one running best was a compare
+ * and a dependent move a value, 6% of a decode step of 16 sequences.
+ * Each lane starts at x[0] and keeps the first index of its largest, so
+ * the lanes' best, ties to the lowest index, is the one a single pass
+ * finds.
+ */
 int
 argmax(const float *x, int n)
 {
-	int i, best = 0;
+	float m[8];
+	int at[8], i, j, best = 0;
 
-	for (i = 1; i < n; i++)
-		if (x[i] > x[best])
-			best = i;
+	for (j = 0; j < 8; j++)
+		m[j] = x[0], at[j] = 0;
+	for (i = 0; i + 8 <= n; i += 8)
+		for (j = 0; j < 8; j++)
+			if (x[i + j] > m[j])
+				m[j] = x[i + j], at[j] = i + j;
+	for (; i < n; i++)
+		if (x[i] > m[0])
+			m[0] = x[i], at[0] = i;
+	for (j = 0; j < 8; j++)
+		if (m[j] > x[best] || (m[j] == x[best] && at[j] < best))
+			best = at[j];
 	return best;
 }
 

@@ -98,7 +98,7 @@ build() {
 
 # The instruction sets this processor has, as llm-decode reports them.
 isas() {
-	for isa in scalar avx2 avx512 avx512vnni; do
+	for isa in scalar avx2 avx512 avx512vnni amx; do
 		got=$(echo 1 | LLM_ISA=$isa "$D" -m "$(model tiny f32)" -n 1 --stats-json 2>&1 >/dev/null |
 			sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p')
 		[ "$got" = "$isa" ] && echo "$isa"
@@ -132,7 +132,7 @@ if [ "$MODE" = record ]; then
 		exit 1
 	fi
 	: >"$TMP/new"
-	[ -f "$GOLD" ] && for isa in scalar avx2 avx512 avx512vnni; do
+	[ -f "$GOLD" ] && for isa in scalar avx2 avx512 avx512vnni amx; do
 		echo "$have" | grep -qx "$isa" || grep "^$isa/" "$GOLD" >>"$TMP/new" || :
 	done
 	for isa in $have; do

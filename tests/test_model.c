@@ -839,6 +839,51 @@ kv_types_stay_close_to_f32(void)
 
 /* ---- sampling controls ---- */
 
+/* The first index of a one-pass scan: ties, NaNs, the largest in each lane and in the tail. */
+static int
+argmax_scan(const float *x, int n)
+{
+	int i, best = 0;
+
+	for (i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+/*
+ * argmax (eight lanes side by side) gives greedy's pick as one pass
+ * finds it: the first of equal largest values, whichever lanes they lie
+ * in, past NaNs, with the largest in the tail past the last eight.
+ */
+static void
+argmax_is_the_first_largest(void)
+{
+	float x[53];
+	unsigned seed = 5;
+	int n, i, k, bad = 0;
+
+	for (k = 0; k < 4000; k++) {
+		n = 1 + k % 53;
+		for (i = 0; i < n; i++) {
+			seed = seed * 1103515245u + 12345u;
+			x[i] = (float)(seed >> 16 & 7);	/* few values: many ties */
+			if ((seed >> 8 & 31) == 0)
+				x[i] = NAN;
+		}
+		bad += argmax(x, n) != argmax_scan(x, n);
+	}
+	CHECK(bad == 0, "%d of 4000 vectors: argmax differs from one pass", bad);
+	for (i = 0; i < 53; i++)
+		x[i] = 1;
+	x[52] = 2;
+	CHECK(argmax(x, 53) == 52, "the largest in the tail: got %d", argmax(x, 53));
+	x[52] = 1, x[13] = 2, x[21] = 2;
+	CHECK(argmax(x, 53) == 13, "ties in two lanes: got %d, want 13", argmax(x, 53));
+	x[0] = NAN;
+	CHECK(argmax(x, 53) == 0, "x[0] NaN: got %d, want 0 as one pass", argmax(x, 53));
+}
+
 /*
  * The repeat penalty divides a positive logit and multiplies a negative
  * one, once for each token among the last n accepted, however often it
@@ -1437,6 +1482,7 @@ main(void)
 	TEST(gemma3_matches_the_reference);
 	TEST(gemma3_cache_types_batched_equals_token_by_token);
 	TEST(gemma3_cache_keeps_what_the_layers_attend_to);
+	TEST(argmax_is_the_first_largest);
 	TEST(sampling_controls_do_what_llama_cpp_does);
 	CHECK_EXIT();
 }

@@ -44,6 +44,10 @@ const struct kernels *simd_avx2(void);
 const struct kernels *simd_avx512(void);
 /* avx512's, with q8_0 products by VNNI's integer dot products (vnni.c) */
 const struct kernels *simd_avx512vnni(void);
+/* avx512vnni's, with q8_0 batches by AMX's tile multiplies (amx.c) */
+const struct kernels *simd_amx(void);
+/* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers and scales, no lanes */
+void simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
 
 /* The tables that the kernels share, filled by quant_init (quant.c). */
 extern float quant_f16_table[1 << 16];

@@ -275,17 +275,27 @@ in_lanes(int T)
 	return T >= LANES_MIN && T <= LANES_MAX;
 }
 
-static void
-quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+void
+simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
-	float *dx, *xsum, *dxl;	/* no sums: q8_0's weights have no minimum */
+	float *dx, *xsum;	/* no sums: q8_0's weights have no minimum */
 	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
-	int32_t *xl = quant_rounded_lanes(xr, T, cols, &dxl);
-	int nb = cols / 32, t, b, lanes = (T + 15) / 16 * 16;
+	int nb = cols / 32, t, b;
 
 	for (t = t0; t < t1; t++)
 		for (b = 0; b < nb; b++)
 			dx[(size_t)t * nb + b] = round_x(x + (size_t)t * ldx + 32 * b, xq + (size_t)t * cols + 32 * b);
+}
+
+static void
+quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+{
+	float *dx, *xsum, *dxl;
+	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	int32_t *xl = quant_rounded_lanes(xr, T, cols, &dxl);
+	int nb = cols / 32, t, b, lanes = (T + 15) / 16 * 16;
+
+	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
 	if (!in_lanes(T))
 		return;
 	/* the same integers and scales by groups of 16 tokens, pair by pair; the lanes past T zero */

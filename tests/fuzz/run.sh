@@ -34,6 +34,7 @@ for src in lib/*.c lib/simd/*.c cmd/tool.c tools/ggufw.c tools/fixture.c tests/f
 	lib/simd/avx2.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX2" ;;
 	lib/simd/avx512.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512" ;;
 	lib/simd/vnni.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni" ;;
+	lib/simd/amx.c) flags="$CF -fsanitize=fuzzer-no-link,address $AVX512 -mavx512vnni -mamx-tile -mamx-int8" ;;
 	*) flags="$CF $SAN" ;;
 	esac
 	if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find lib cmd tools tests -name '*.h' -newer "$o" -o -name '*.inc' -newer "$o")" ]; then

@@ -1,0 +1,318 @@
+/*
+ * amx.c: q8_0 products of batches by AMX's tile multiplies (TDPBSSD,
+ * TDPBSUD), the kernels LLM_ISA=amx adds to avx512vnni's.  Built with
+ * avx512vnni's flags and -mamx-tile -mamx-int8; kernels.c takes them
+ * only when cpuid says the processor has AMX and Linux grants the
+ * process its tile state (arch_prctl ARCH_REQ_XCOMP_PERM).
+ *
+ * The products keep vnni.c's block-sum rule, so every output has the
+ * same bits under amx and avx512vnni: x rounded to int16 a block of 32,
+ * each block's exact integer sum s of its 32 products, and the chain
+ * o = fma((float)s, d_w * d_x, o) over the blocks in order.  A tile
+ * multiply takes bytes, so x's integers go in two: x = 256 h + l, h
+ * signed and l unsigned bytes, and s = 256 s_h + s_l, each an exact
+ * int32 sum (|s| < 32 * 128 * 32768 = 2^27).  For 16 rows and 16 tokens,
+ * a block is two tile multiplies: the rows' 32 weights, read where they
+ * lie in the file (a tile loads rows a stride apart), against the
+ * tokens' high bytes (TDPBSSD) and low bytes (TDPBSUD); then per row
+ * one shift, add, conversion and multiply-add of a vector of its 16
+ * tokens.  Nothing is packed: vnni.c's batches widened or transposed
+ * every row they read.
+ *
+ * One token (decode) and batches of fewer than AMX_MIN tokens go to
+ * avx512vnni's kernels, whose bits these are.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../gguf.h"
+#include "../quant.h"
+#include "simd.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && \
+    defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__) && defined(__linux__)
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__clang__)
+#define UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define UNROLL _Pragma("GCC unroll 16")
+#endif
+
+#define AMX_MIN 8		/* fewer tokens go to avx512vnni's kernels */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+/*
+ * The tiles: 0 sixteen rows' block of weights (16 x 32 bytes), 1 and 2
+ * the tokens' high and low bytes of a block (8 x 64: four bytes of each
+ * of 16 tokens a row), 3 and 4, or 5 and 6, the two sums (16 rows x 16
+ * int32).
+ */
+struct tilecfg {
+	uint8_t palette, start_row, reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+};
+
+static _Thread_local int configured;
+
+/* Each thread loads the tiles' shapes once before its first multiply. */
+static void
+configure(void)
+{
+	struct tilecfg cfg __attribute__((aligned(64)));
+
+	memset(&cfg, 0, sizeof cfg);
+	cfg.palette = 1;
+	cfg.rows[0] = 16, cfg.colsb[0] = 32;
+	cfg.rows[1] = 8, cfg.colsb[1] = 64;
+	cfg.rows[2] = 8, cfg.colsb[2] = 64;
+	cfg.rows[3] = 16, cfg.colsb[3] = 64;
+	cfg.rows[4] = 16, cfg.colsb[4] = 64;
+	cfg.rows[5] = 16, cfg.colsb[5] = 64;
+	cfg.rows[6] = 16, cfg.colsb[6] = 64;
+	_tile_loadconfig(&cfg);
+	configured = 1;
+}
+
+/*
+ * The layout of x for the tiles, in xr's lanes part (quant.h), which
+ * avx512vnni's lanes would take: for group g of 16 tokens and block b,
+ * 1024 bytes at ((g * nb + b) * 1024): the high bytes, row j holding x's
+ * integers 4j to 4j + 3 of each token in turn, then the low bytes alike;
+ * the lanes past T zero.  The scales as avx512vnni's lanes have them.
+ */
+static void
+amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+{
+	float *dx, *xsum, *dxl;
+	int16_t *xq;
+	uint8_t *xa;
+	int nb = cols / 32, lanes = (T + 15) / 16 * 16, t, b, j;
+
+	if (T < AMX_MIN) {
+		simd_avx512vnni()->round(x, ldx, t0, t1, T, cols, xr);
+		return;
+	}
+	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
+	xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	xa = (uint8_t *)quant_rounded_lanes(xr, T, cols, &dxl);
+	for (t = t0; t < (t1 == T ? lanes : t1); t++) {
+		size_t g = (size_t)(t / 16) * nb;
+		for (b = 0; b < nb; b++) {
+			uint8_t *hi = xa + (g + (size_t)b) * 1024 + (size_t)(t % 16) * 4, *lo = hi + 512;
+			__m512i v = t < T ? _mm512_loadu_si512(xq + (size_t)t * cols + 32 * b) : _mm512_setzero_si512();
+			uint32_t h[8], l[8];
+			_mm256_storeu_si256((__m256i *)h, _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+			_mm256_storeu_si256((__m256i *)l, _mm512_cvtepi16_epi8(_mm512_and_si512(v,
+			    _mm512_set1_epi16(0xff))));
+			for (j = 0; j < 8; j++) {
+				memcpy(hi + 64 * j, &h[j], 4);
+				memcpy(lo + 64 * j, &l[j], 4);
+			}
+			dxl[(g + (size_t)b) * 16 + (size_t)(t % 16)] = t < T ? dx[(size_t)t * nb + b] : 0.0f;
+		}
+	}
+}
+
+/*
+ * The f16 scales of R rows' blocks (blk in the first, row_bytes apart)
+ * as floats, 0 past R: one gather, or one at a time where the offsets
+ * pass 32 bits.
+ */
+static inline __attribute__((always_inline)) __m512
+row_scales(const char *blk, size_t row_bytes, int R)
+{
+	__m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+	    _mm512_set1_epi32((int)row_bytes));
+	float s[16];
+	int r;
+
+	if (row_bytes > INT32_MAX / 16) {
+		for (r = 0; r < 16; r++)
+			s[r] = r < R ? _cvtsh_ss(((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->d) : 0.0f;
+		return _mm512_loadu_ps(s);
+	}
+	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(),
+	    (__mmask16)((1u << R) - 1), at, blk, 1)));
+}
+
+/*
+ * Block b's two sums into c (high, low) by the tile pair (hi, lo).  The
+ * pairs alternate, so a block's multiplies need not wait for the last
+ * block's sums to be read out.
+ */
+#define SUMS(hi, lo, b, c) do { \
+	const char *a_ = w + (size_t)(b) * sizeof(struct block_q8_0) + offsetof(struct block_q8_0, qs); \
+	if (R == 16) \
+		_tile_loadd(0, a_, row_bytes); \
+	else { \
+		for (i = 0; i < R; i++) \
+			memcpy(stage + 32 * i, a_ + (size_t)i * row_bytes, 32); \
+		_tile_loadd(0, stage, 32); \
+	} \
+	_tile_loadd(1, xa + (size_t)(b) * 1024, 64); \
+	_tile_loadd(2, xa + (size_t)(b) * 1024 + 512, 64); \
+	_tile_zero(hi); \
+	_tile_zero(lo); \
+	_tile_dpbssd(hi, 0, 1); \
+	_tile_dpbsud(lo, 0, 2); \
+	_tile_stored(hi, (c)[0], 64); \
+	_tile_stored(lo, (c)[1], 64); \
+} while (0)
+
+#define LAG 2	/* blocks whose sums are stored ahead of the block read out */
+
+/*
+ * Sixteen rows (R of them real: the others are read from stage, zeros)
+ * against a group of 16 tokens (tokens of them real): out[t * ldo + i]
+ * for row i.  dw: the rows' scales, [b][16], gathered as it goes if
+ * fill.  A tile's stored sums are read LAG blocks later: a load waits
+ * for a tile store to reach the cache, and read at once, each block
+ * waited for its own (2.5x the time).
+ */
+static void
+rows16(const char *w, size_t row_bytes, int R, int nb, const uint8_t *xa, const float *dxl,
+    float *dw, int fill, float *out, size_t ldo, int tokens, uint8_t *stage, const char *ahead, size_t fetch)
+{
+	int32_t c[LAG + 1][2][256] __attribute__((aligned(64)));
+	float tile[16][16] __attribute__((aligned(64)));
+	__m512 acc[16];
+	size_t lines = (fetch / 64 + (size_t)nb - 1) / (size_t)nb, l;
+	int b, i, t, n;
+
+	UNROLL for (i = 0; i < 16; i++)
+		acc[i] = _mm512_setzero_ps();
+	for (n = 0; n < LAG && n < nb; n++)
+		if (n & 1)
+			SUMS(5, 6, n, c[n]);
+		else
+			SUMS(3, 4, n, c[n]);
+	for (b = 0; b < nb; b++) {
+		int32_t (*cb)[256] = c[b % (LAG + 1)];
+		for (l = 0; l < lines && fetch >= 64; l++, ahead += 64, fetch -= 64)
+			_mm_prefetch(ahead, _MM_HINT_T1);
+		if (n < nb) {
+			if (n & 1)
+				SUMS(5, 6, n, c[n % (LAG + 1)]);
+			else
+				SUMS(3, 4, n, c[n % (LAG + 1)]);
+			n++;
+		}
+		if (fill)
+			_mm512_store_ps(dw + (size_t)b * 16, row_scales(w + (size_t)b * sizeof(struct block_q8_0),
+			    row_bytes, R));
+		__m512 d = _mm512_load_ps(dxl + (size_t)b * 16);
+		UNROLL for (i = 0; i < 16; i++) {
+			__m512i s = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cb[0] + 16 * i), 8),
+			    _mm512_load_si512(cb[1] + 16 * i));
+			acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+			    _mm512_mul_ps(_mm512_set1_ps(dw[(size_t)b * 16 + i]), d), acc[i]);
+		}
+	}
+	UNROLL for (i = 0; i < 16; i++)
+		_mm512_store_ps(tile[i], acc[i]);
+	for (t = 0; t < tokens; t++)
+		for (i = 0; i < R; i++)
+			out[(size_t)t * ldo + i] = tile[i][t];
+}
+
+/* Floats of scratch the rows take: their scales and a stage of 16 x 32 bytes. */
+static size_t
+amx_floats(int cols)
+{
+	return (size_t)16 * (cols / 32) + 16 * 32 / sizeof(float) + 16;
+}
+
+static void
+gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const float *xr, int T,
+    float *out, size_t ldo, float *scratch)
+{
+	int nb = cols / 32, r, R, g;
+	float *dxl, *dw = scratch;
+	const uint8_t *xa = (const uint8_t *)quant_rounded_lanes(xr, T, cols, &dxl);
+	uint8_t *stage = (uint8_t *)(((uintptr_t)(scratch + (size_t)16 * nb) + 63) & ~(uintptr_t)63);
+
+	if (!configured)
+		configure();
+	memset(stage, 0, 16 * 32);
+	for (r = r0; r < r1; r += 16) {
+		const char *w = wc + (size_t)r * row_bytes;
+		R = r1 - r < 16 ? r1 - r : 16;
+		/* the next rows come from memory while these compute, fetched with the first group */
+		for (g = 0; g < (T + 15) / 16; g++)
+			rows16(w, row_bytes, R, nb, xa + (size_t)g * nb * 1024, dxl + (size_t)g * nb * 16, dw, g == 0,
+			    out + (size_t)16 * g * ldo + r, ldo, T - 16 * g < 16 ? T - 16 * g : 16, stage,
+			    w + 16 * row_bytes, g == 0 && r1 - r > 16 ? (size_t)(r1 - r - 16 < 16 ? r1 - r - 16 : 16) * row_bytes : 0);
+	}
+}
+
+static void
+amx_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo)
+{
+	if (T < AMX_MIN) {
+		simd_avx512vnni()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
+		return;
+	}
+	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, quant_scratch(amx_floats(cols)));
+}
+
+static void
+amx_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo)
+{
+	size_t n;
+	float *xr;
+
+	if (type != GGML_Q8_0 || T < AMX_MIN) {
+		simd_avx512vnni()->gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
+		return;
+	}
+	n = quant_rounded_floats(T, cols);
+	xr = quant_scratch(n + amx_floats(cols));
+	amx_round(x, ldx, 0, T, T, cols, xr);
+	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
+}
+
+/* 1 if Linux lets this process use the tiles' state (asked once, by quant_init's thread). */
+static int
+permitted(void)
+{
+	static int asked, granted;
+
+	if (!asked) {
+		granted = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+		asked = 1;
+	}
+	return granted;
+}
+
+const struct kernels *
+simd_amx(void)
+{
+	static struct kernels k;
+	const struct kernels *base = simd_avx512vnni();
+
+	if (!base || !permitted())
+		return NULL;
+	if (!k.name) {
+		k = *base;
+		k.gemm = amx_gemm;
+		k.round = amx_round;
+		k.gemm_rounded = amx_gemm_rounded;
+		k.name = "amx";
+	}
+	return &k;
+}
+#else
+const struct kernels *
+simd_amx(void)
+{
+	return NULL;
+}
+#endif
