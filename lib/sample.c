@@ -4,6 +4,7 @@
  * libc and machine.
  */
 #include <math.h>
+#include <string.h>
 #include <stdlib.h>
 
 #include "sample.h"
@@ -109,20 +110,41 @@ penalize(struct sampler *s, float *logits)
  * and a dependent move a value, 6% of a decode step of 16 sequences.
  * Each lane starts at x[0] and keeps the first index of its largest, so
  * the lanes' best, ties to the lowest index, is the one a single pass
- * finds.
+ * finds.  GCC and clang take the lanes as a vector (their extension).
  */
 int
 argmax(const float *x, int n)
 {
 	float m[8];
-	int at[8], i, j, best = 0;
+	int at[8], i = 0, j, best = 0;
+#if defined(__GNUC__)
+	typedef float f4 __attribute__((vector_size(16)));	/* SSE2's and NEON's width */
+	typedef int i4 __attribute__((vector_size(16)));
+	f4 m0, m1, v0, v1;
+	i4 a0 = { 0 }, a1 = { 0 }, idx = { 0, 1, 2, 3 }, g0, g1;
 
+	for (j = 0; j < 4; j++)
+		m0[j] = m1[j] = x[0];
+	for (; i + 8 <= n; i += 8, idx += 8) {
+		memcpy(&v0, x + i, sizeof v0);
+		memcpy(&v1, x + i + 4, sizeof v1);
+		g0 = v0 > m0;
+		g1 = v1 > m1;
+		m0 = (f4)(((i4)v0 & g0) | ((i4)m0 & ~g0));
+		m1 = (f4)(((i4)v1 & g1) | ((i4)m1 & ~g1));
+		a0 = (idx & g0) | (a0 & ~g0);
+		a1 = ((idx + 4) & g1) | (a1 & ~g1);
+	}
+	for (j = 0; j < 4; j++)
+		m[j] = m0[j], at[j] = a0[j], m[4 + j] = m1[j], at[4 + j] = a1[j];
+#else
 	for (j = 0; j < 8; j++)
 		m[j] = x[0], at[j] = 0;
-	for (i = 0; i + 8 <= n; i += 8)
+	for (; i + 8 <= n; i += 8)
 		for (j = 0; j < 8; j++)
 			if (x[i + j] > m[j])
 				m[j] = x[i + j], at[j] = i + j;
+#endif
 	for (; i < n; i++)
 		if (x[i] > m[0])
 			m[0] = x[i], at[0] = i;
