@@ -200,14 +200,15 @@ simd_kernels_match_the_scalar_kernel(void)
 /*
  * Batches of every size a decode step of many sequences makes (vnni.c
  * puts 12 to 48 tokens in the lanes, two groups of 16 and a part one at
- * 33; the rows in tiles of 8, 4 and 1) give each token the bits it has
- * alone, on every instruction set.
+ * 33; the rows in tiles of 8, 4 and 1; amx.c takes 5 tokens and more, in
+ * groups of 16, and its last 13 rows from a stage) give each token the
+ * bits it has alone, on every instruction set.
  */
 static void
 small_batches_give_each_token_its_bits(void)
 {
 	enum { ROWS = 157, MAXT = 49, COLS = 576 };
-	static const int Ts[] = { 2, 4, 11, 12, 16, 17, 20, 33, 48, 49 };
+	static const int Ts[] = { 2, 4, 5, 11, 12, 16, 17, 20, 33, 48, 49 };
 	float *w = xmalloc(ROWS * COLS * sizeof *w), *x = xmalloc(MAXT * COLS * sizeof *x);
 	float *got = xmalloc(MAXT * ROWS * sizeof *got), one[ROWS];
 	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, COLS));
