@@ -30,8 +30,10 @@
 #include "../quant.h"
 #include "simd.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && \
-    defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__) && defined(__linux__)
+/* GCC says __AMX_TILE__, clang __AMXTILE__ */
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_INT8__) || defined(__AMXINT8__)) && \
+    defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__) && \
+    defined(__linux__)
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
