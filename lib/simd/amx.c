@@ -38,6 +38,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "q8_0.h"
+
 #if defined(__clang__)
 #define UNROLL _Pragma("clang loop unroll(full)")
 #else
@@ -122,28 +124,6 @@ amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr
 }
 
 /*
- * The f16 scales of R rows' blocks (blk in the first, row_bytes apart)
- * as floats, 0 past R: one gather, or one at a time where the offsets
- * pass 32 bits.
- */
-static inline __attribute__((always_inline)) __m512
-row_scales(const char *blk, size_t row_bytes, int R)
-{
-	__m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-	    _mm512_set1_epi32((int)row_bytes));
-	float s[16];
-	int r;
-
-	if (row_bytes > INT32_MAX / 16) {
-		for (r = 0; r < 16; r++)
-			s[r] = r < R ? _cvtsh_ss(((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->d) : 0.0f;
-		return _mm512_loadu_ps(s);
-	}
-	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(),
-	    (__mmask16)((1u << R) - 1), at, blk, 1)));
-}
-
-/*
  * Block b's two sums into c (high, low) by the tile pair (hi, lo).  The
  * pairs alternate, so a block's multiplies need not wait for the last
  * block's sums to be read out.
@@ -206,7 +186,7 @@ rows16(const char *w, size_t row_bytes, int R, int nb, const uint8_t *xa, const 
 			n++;
 		}
 		if (fill)
-			_mm512_store_ps(dw + (size_t)b * 16, row_scales(w + (size_t)b * sizeof(struct block_q8_0),
+			_mm512_store_ps(dw + (size_t)b * 16, q8_0_scales16(w + (size_t)b * sizeof(struct block_q8_0),
 			    row_bytes, R));
 		__m512 d = _mm512_load_ps(dxl + (size_t)b * 16);
 		UNROLL for (i = 0; i < 16; i++) {

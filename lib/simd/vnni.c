@@ -33,6 +33,8 @@
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include "q8_0.h"
+
 #if defined(__clang__)
 #define UNROLL _Pragma("clang loop unroll(full)")
 #else
@@ -96,28 +98,6 @@ block_sums(const char *blk, size_t row_bytes, int R, __m256i lo, __m256i hi)
 }
 
 /*
- * The f16 scales of R rows' blocks (blk in the first row, the next
- * row_bytes on; 16 or fewer rows, the rest 0) as floats, in one gather:
- * each block starts with its scale.  f16 to f32 is exact, as the table.
- */
-static inline __attribute__((always_inline)) __m512
-scales16(const char *blk, size_t row_bytes, int R)
-{
-	__m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-	    _mm512_set1_epi32((int)row_bytes));
-	float s[16];
-	int r;
-
-	if (row_bytes > INT32_MAX / 16) {	/* offsets past 32 bits (a file's absurd rows): one at a time */
-		for (r = 0; r < 16; r++)
-			s[r] = r < R ? _cvtsh_ss(((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->d) : 0.0f;
-		return _mm512_loadu_ps(s);
-	}
-	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(),
-	    MASK(R), rows, blk, 1)));
-}
-
-/*
  * Decode: R rows (16, or fewer at the end) against one token.  The rows
  * after next are fetched a few lines a block, in address order, as in
  * the f32 tiles (the hardware prefetcher does not follow 16 rows read
@@ -140,7 +120,7 @@ decode_rows(const char *w, size_t row_bytes, int R, int nb, const int16_t *xq, c
 		for (l = 0; fetch && l < lines && ahead < end; l++, ahead += 64)
 			_mm_prefetch(ahead, _MM_HINT_T1);
 		acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums(blk, row_bytes, R, lo, hi)),
-		    _mm512_mul_ps(scales16(blk, row_bytes, R), _mm512_set1_ps(dx[b])), acc);
+		    _mm512_mul_ps(q8_0_scales16(blk, row_bytes, R), _mm512_set1_ps(dx[b])), acc);
 	}
 	_mm512_mask_storeu_ps(out, MASK(R), acc);
 }
@@ -162,7 +142,7 @@ pack_panel(const char *w, size_t row_bytes, int R, int nb, int32_t *panel, float
 		UNROLL for (r = 0; r < 16; r++)
 			v[r] = r < R ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)
 			    ((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->qs)) : _mm512_setzero_si512();
-		_mm512_store_ps(scale + (size_t)b * 16, scales16(blk, row_bytes, R));
+		_mm512_store_ps(scale + (size_t)b * 16, q8_0_scales16(blk, row_bytes, R));
 		/* 32-bit then 64-bit interleaves within 128-bit lanes, then whole lanes */
 		UNROLL for (i = 0; i < 8; i++) {
 			a[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
