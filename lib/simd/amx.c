@@ -83,12 +83,55 @@ configure(void)
 	configured = 1;
 }
 
+/* Token t's block (32 int16 at q, or zeros) as its high and low bytes, 8 dwords each. */
+static inline __attribute__((always_inline)) void
+split_bytes(const int16_t *q, __m256i *h, __m256i *l)
+{
+	__m512i v = q ? _mm512_loadu_si512(q) : _mm512_setzero_si512();
+
+	*h = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8));
+	*l = _mm512_cvtepi16_epi8(_mm512_and_si512(v, _mm512_set1_epi16(0xff)));
+}
+
+/*
+ * A tile of x's bytes from 16 tokens' 8 dwords each, d[k] holding token
+ * k's in its low half and token k + 8's in its high half: row j (64
+ * bytes at out + 64 j) the dwords j of tokens 0 to 15.  An 8x8 transpose
+ * in each half, by interleaves within 128-bit lanes, then the lanes.
+ */
+static inline __attribute__((always_inline)) void
+transpose_tile(const __m512i d[8], uint8_t *out)
+{
+	__m512i t[8], u[8];
+	int i;
+
+	UNROLL for (i = 0; i < 4; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(d[2 * i], d[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(d[2 * i], d[2 * i + 1]);
+	}
+	UNROLL for (i = 0; i < 2; i++) {
+		u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+		u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+		u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+	}
+	/* u[i] lane L: dword i of tokens 0-3 (u[0..3]) or 4-7 (u[4..7]) in lanes 0, 2, dword i + 4 in 1, 3 */
+	UNROLL for (i = 0; i < 4; i++) {
+		__m512i lo = _mm512_shuffle_i64x2(u[i], u[4 + i], 0x88);	/* lanes 0, 2 of each */
+		__m512i hi = _mm512_shuffle_i64x2(u[i], u[4 + i], 0xdd);	/* lanes 1, 3 of each */
+		_mm512_store_si512(out + 64 * i, _mm512_shuffle_i64x2(lo, lo, 0xd8));
+		_mm512_store_si512(out + 64 * (i + 4), _mm512_shuffle_i64x2(hi, hi, 0xd8));
+	}
+}
+
 /*
  * The layout of x for the tiles, in xr's lanes part (quant.h), which
  * avx512vnni's lanes would take: for group g of 16 tokens and block b,
  * 1024 bytes at ((g * nb + b) * 1024): the high bytes, row j holding x's
  * integers 4j to 4j + 3 of each token in turn, then the low bytes alike;
  * the lanes past T zero.  The scales as avx512vnni's lanes have them.
+ * A group whose 16 tokens are all this call's goes by transposes; the
+ * others a token at a time (4-byte stores: 2-4% of a prompt).
  */
 static void
 amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
@@ -96,7 +139,8 @@ amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr
 	float *dx, *xsum, *dxl;
 	int16_t *xq;
 	uint8_t *xa;
-	int nb = cols / 32, lanes = (T + 15) / 16 * 16, t, b, j;
+	int nb = cols / 32, lanes = (T + 15) / 16 * 16, t, b, j, k;
+	__m256i h[16], l[16];
 
 	if (T < AMX_MIN) {
 		simd_avx512vnni()->round(x, ldx, t0, t1, T, cols, xr);
@@ -105,21 +149,39 @@ amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr
 	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
 	xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
 	xa = (uint8_t *)quant_rounded_lanes(xr, T, cols, &dxl);
-	for (t = t0; t < (t1 == T ? lanes : t1); t++) {
+	for (t = t0; t < (t1 == T ? lanes : t1); ) {
 		size_t g = (size_t)(t / 16) * nb;
+		if (t % 16 == 0 && t + 16 <= t1) {
+			for (b = 0; b < nb; b++) {
+				__m512i d[8];
+				uint8_t *tile = xa + (g + (size_t)b) * 1024;
+				UNROLL for (k = 0; k < 16; k++)
+					split_bytes(xq + (size_t)(t + k) * cols + 32 * b, &h[k], &l[k]);
+				UNROLL for (k = 0; k < 8; k++)
+					d[k] = _mm512_inserti64x4(_mm512_castsi256_si512(h[k]), h[k + 8], 1);
+				transpose_tile(d, tile);
+				UNROLL for (k = 0; k < 8; k++)
+					d[k] = _mm512_inserti64x4(_mm512_castsi256_si512(l[k]), l[k + 8], 1);
+				transpose_tile(d, tile + 512);
+				UNROLL for (k = 0; k < 16; k++)
+					dxl[(g + (size_t)b) * 16 + (size_t)k] = dx[(size_t)(t + k) * nb + b];
+			}
+			t += 16;
+			continue;
+		}
 		for (b = 0; b < nb; b++) {
 			uint8_t *hi = xa + (g + (size_t)b) * 1024 + (size_t)(t % 16) * 4, *lo = hi + 512;
-			__m512i v = t < T ? _mm512_loadu_si512(xq + (size_t)t * cols + 32 * b) : _mm512_setzero_si512();
-			uint32_t h[8], l[8];
-			_mm256_storeu_si256((__m256i *)h, _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
-			_mm256_storeu_si256((__m256i *)l, _mm512_cvtepi16_epi8(_mm512_and_si512(v,
-			    _mm512_set1_epi16(0xff))));
+			uint32_t hw[8], lw[8];
+			split_bytes(t < T ? xq + (size_t)t * cols + 32 * b : NULL, &h[0], &l[0]);
+			_mm256_storeu_si256((__m256i *)hw, h[0]);
+			_mm256_storeu_si256((__m256i *)lw, l[0]);
 			for (j = 0; j < 8; j++) {
-				memcpy(hi + 64 * j, &h[j], 4);
-				memcpy(lo + 64 * j, &l[j], 4);
+				memcpy(hi + 64 * j, &hw[j], 4);
+				memcpy(lo + 64 * j, &lw[j], 4);
 			}
 			dxl[(g + (size_t)b) * 16 + (size_t)(t % 16)] = t < T ? dx[(size_t)t * nb + b] : 0.0f;
 		}
+		t++;
 	}
 }
 
