@@ -4,8 +4,8 @@
  * libc and machine.
  */
 #include <math.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sample.h"
 #include "util.h"

@@ -839,7 +839,7 @@ kv_types_stay_close_to_f32(void)
 
 /* ---- sampling controls ---- */
 
-/* The first index of a one-pass scan: ties, NaNs, the largest in each lane and in the tail. */
+/* argmax as one pass computes it: the reference for the lanes. */
 static int
 argmax_scan(const float *x, int n)
 {
