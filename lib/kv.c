@@ -561,6 +561,25 @@ kv_set_sliding(struct kv *kv, const unsigned char *slides, int window)
 	return reserve(kv);
 }
 
+int
+kv_fits_layers(const struct kv *kv, int n_layers, const unsigned char *slides, int window)
+{
+	int l;
+
+	if (kv->n_layers != n_layers) {
+		llm_seterr("a cache of %d layers for a model of %d", kv->n_layers, n_layers);
+		return -1;
+	}
+	for (l = 0; l < n_layers; l++)
+		if ((slides && slides[l]) != (kv->slides && kv->slides[l]))
+			break;
+	if (l < n_layers || (slides && kv->win[1].window != window)) {
+		llm_seterr("the cache's sliding layers are not the model's (model_kv_init)");
+		return -1;
+	}
+	return 0;
+}
+
 void
 kv_free(struct kv *kv)
 {

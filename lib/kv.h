@@ -188,6 +188,12 @@ int kv_set_window(struct kv *kv, int sinks, int window);
  */
 #define KV_SLIDE 32
 int kv_set_sliding(struct kv *kv, const unsigned char *slides, int window);
+/*
+ * Whether the cache is one for a model of n_layers whose layers slide
+ * as slides says (NULL: none does) over window positions, as
+ * kv_set_sliding made it: 0, or -1 with llm_err() saying what differs.
+ */
+int kv_fits_layers(const struct kv *kv, int n_layers, const unsigned char *slides, int window);
 /* A sliding layer's window shape, its slots rounded to groups of g (for readers of files too); 0 or -1. */
 int kv_slide_shape(struct kv_win *w, int g, int window);
 /* The positions whose slots a window keeps whole: KV_GROUP where a store is grouped or has a ring, else 1. */

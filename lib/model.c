@@ -375,27 +375,6 @@ model_kv_init(const struct model *m, struct kv *kv, int max_ctx, int prealloc, i
 	return 0;
 }
 
-/* Whether a cache holds what the model's layers attend to: its sliding layers and window. */
-static int
-cache_fits(const struct model *m, const struct kv *kv)
-{
-	int l;
-
-	if (kv->n_layers != m->c.n_layers) {
-		llm_seterr("forward: a cache of %d layers for a model of %d", kv->n_layers,
-		    m->c.n_layers);
-		return -1;
-	}
-	for (l = 0; l < m->c.n_layers; l++)
-		if ((m->slides && m->slides[l]) != (kv->slides && kv->slides[l]))
-			break;
-	if (l < m->c.n_layers || (m->slides && kv->win[1].window != m->c.n_swa)) {
-		llm_seterr("forward: the cache's sliding layers are not the model's (model_kv_init)");
-		return -1;
-	}
-	return 0;
-}
-
 void
 model_free(struct model *m)
 {
@@ -793,7 +772,13 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 				llm_seterr("forward: bad token %d", seqs[s].tokens[i]);
 				return -1;
 			}
-		if (cache_fits(m, seqs[s].kv) < 0 || kv_begin(seqs[s].kv, seqs[s].pos, seqs[s].n) < 0)
+		if (kv_fits_layers(seqs[s].kv, c->n_layers, m->slides, c->n_swa) < 0) {
+			char why[256];
+			snprintf(why, sizeof why, "%s", llm_err());
+			llm_seterr("forward: %s", why);
+			return -1;
+		}
+		if (kv_begin(seqs[s].kv, seqs[s].pos, seqs[s].n) < 0)
 			return -1;
 		/* the batch's RoPE angles, for every layer (sliding ones: their own), and its embeddings */
 		for (i = 0; i < seqs[s].n; i++, t++) {

@@ -283,7 +283,8 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 
 	if (!configured)
 		configure();
-	memset(stage, 0, 16 * 32);
+	if ((r1 - r0) % 16)	/* the last rows go by the stage, its other rows zeros */
+		memset(stage, 0, 16 * 32);
 	for (r = r0; r < r1; r += 16) {
 		const char *w = wc + (size_t)r * row_bytes;
 		R = r1 - r < 16 ? r1 - r : 16;
