@@ -4,11 +4,11 @@
 
 include config.mk
 
-LIBSRC = lib/attn.c lib/batch.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
+LIBSRC = lib/attn.c lib/batch.c lib/fmath.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
 	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/simd/amx.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
-LIBHDR = lib/attn.h lib/batch.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+LIBHDR = lib/attn.h lib/batch.h lib/fmath.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
 	lib/rope.h lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
@@ -52,7 +52,7 @@ $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/f
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # One kernel set per instruction set (lib/simd/simd.h), each built with its flags.
-SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/igemm.inc lib/simd/attn.inc
+SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/int.inc lib/simd/iblock.inc lib/simd/attn.inc
 lib/kernels.o: $(SIMDINC)
 
 lib/simd/avx2.o: lib/simd/avx2.c $(SIMDINC)
@@ -126,7 +126,7 @@ check: all $(TESTBIN) $(REPLAYBIN) tests/fuzz/mkseeds
 # The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer.
 # gcc, because clang with UBSan takes minutes on each SIMD kernel file.  The
 # objects are removed before and after, so a plain build never links them.
-SAN_CFLAGS = -std=c11 -O1 -g -Wall -Wextra -fsanitize=address,undefined \
+SAN_CFLAGS = -std=c11 -O1 -g -Wall -Wextra -ffp-contract=off -fsanitize=address,undefined \
 	-fno-omit-frame-pointer -fno-sanitize-recover=all
 check-asan:
 	$(MAKE) clean

@@ -1,11 +1,50 @@
 /*
- * kernels.c: the kernels in use.  At start, the best instruction set the
- * processor and this build have (or a lower one LLM_ISA names) gives its
- * table (simd/simd.h); the portable kernels below are the scalar set and
- * take the shapes a set leaves.  Every kernel computes each output with
- * the same operations whatever its company, so a batch and one token at
- * a time agree bit for bit within a set; sets differ from each other in
- * their reduction trees, and so in the last bits.
+ * kernels.c: the kernels in use, and the rules they follow.  At start,
+ * the best instruction set the processor and this build have (or a
+ * lower one LLM_ISA names) gives its table (simd/simd.h); the portable
+ * kernels below are the scalar set, take the shapes a set leaves, and
+ * are the specification: every set gives exactly their bits, for every
+ * weight type, cache type, batch size and thread count, so a result is
+ * the same on every machine.  Nothing here depends on how a compiler
+ * contracts a * b + c (the build says -ffp-contract=off, and every fused
+ * multiply-add is written as one) or on a C library's elementary
+ * functions (fmath.h).
+ *
+ * THE RULES, one an operation (PERFORMANCE.md repeats them):
+ *
+ * Products of float weights (f32, f16, bf16; quant_gemm).  Output (r, t)
+ * is a chain over k of 16 lanes: lane j of chunk c is fma(w[16c + j],
+ * x[16c + j], acc[j]), acc[j] from +0, the last chunk's missing elements
+ * zeros in both w and x; then the fixed tree sum16: lanes i and i + h
+ * added for h = 8, 4, 2, 1.  f16 and bf16 widen to f32 exactly.  AVX-512
+ * holds the 16 lanes in a vector, AVX2 in two (lanes 0-7 and 8-15).
+ *
+ * Products of block weights (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K,
+ * q6_K): the integer rule.  x is rounded per block of 32 to int16
+ * (round_x: amax = max |x|, taken as 0 below 1e-30; q = x * (32767 /
+ * amax) rounded to nearest, ties to even, saturated; scale dx = amax /
+ * 32767).  A weight block gives 32 int16 weights, a scale d and a
+ * minimum m (iblock); its 32 products with x's integers are summed
+ * exactly as an int32 s (modulo 2^32: no real block reaches it); the
+ * output is the chain over blocks in order of o = fma((float)s, d * dx,
+ * o) from +0.  Types with a minimum (q4_1, q5_1, q4_K, q5_K) add, after
+ * it, a second chain over blocks of p = fma(m, xsum, p) from +0, xsum =
+ * dx * (float)(the sum of x's integers): out = o + p.  The order in which
+ * a kernel adds integers is free: integers add exactly.
+ *
+ * Softmax: x *= scale; max; x = fmath_expf(x - max); the sum by the
+ * float rule's 16 lanes and tree (plain additions, zeros past the end);
+ * x / sum.  SiLU: x / (1 + fmath_expf(0 - max(x, -88))) * u.  GELU (tanh
+ * form): x / (1 + fmath_expf(-2 z)) * u, z = c (x + 0.044715 (x x) x),
+ * the identity 0.5 (1 + tanh z) = 1 / (1 + e^(-2z)).  Attention's value
+ * sums: per output one chain of fma(att, v, o) over positions in order;
+ * scores against quantized key groups: per position one chain over
+ * channels of fma(q, d * quant, o), plus (q4_1) the chain of fma(q, m,
+ * base), out = o + base.
+ *
+ * The rest of a pass (RMSNorm, RoPE, the value rotation, the sampler,
+ * pooling) is plain C that every machine runs alike: a fixed order of
+ * IEEE operations, RoPE's angles from fmath's sin and cos.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +53,7 @@
 #include <cpuid.h>
 #endif
 
+#include "fmath.h"
 #include "gguf.h"
 #include "kernels.h"
 #include "quant.h"
@@ -22,33 +62,110 @@
 
 #define f16_table quant_f16_table
 
-/* ---- the portable set ---- */
+/* ---- the portable set: the specification ---- */
 
-/*
- * The portable products follow the rule of gemm.inc with eight lanes:
- * each output is eight running sums over k, then a fixed tree.
- */
+/* The float rule's tree: 16 lanes halved four times (a is overwritten). */
+static float
+sum16(float *a)
+{
+	int h, i;
+
+	for (h = 8; h >= 1; h /= 2)
+		for (i = 0; i < h; i++)
+			a[i] = a[i] + a[i + h];
+	return a[0];
+}
+
+/* One output of the float rule: w and x of n elements. */
+static float
+dot_f32(const float *w, const float *x, int n)
+{
+	float acc[16] = { 0 };
+	int k, j;
+
+	for (k = 0; k < n; k += 16)
+		for (j = 0; j < 16; j++)
+			acc[j] = k + j < n ? fmaf(w[k + j], x[k + j], acc[j]) : fmaf(0.0f, 0.0f, acc[j]);
+	return sum16(acc);
+}
+
+static int
+is_float_type(uint32_t type)
+{
+	return type == GGML_F32 || type == GGML_F16 || type == GGML_BF16;
+}
+
+/* Tokens [t0, t1) of x rounded into xr's parts (quant_rounded_parts), with the blocks' x sums. */
+static void
+scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+{
+	float *dx, *xsum;
+	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	int t, b, i, sum, nb = cols / 32;
+
+	for (t = t0; t < t1; t++)
+		for (b = 0; b < nb; b++) {
+			int16_t *q = xq + (size_t)t * cols + 32 * b;
+			float d = quant_round_block(x + (size_t)t * ldx + 32 * b, q);
+			dx[(size_t)t * nb + b] = d;
+			for (sum = 0, i = 0; i < 32; i++)
+				sum += q[i];
+			xsum[(size_t)b * T + t] = d * (float)sum;
+		}
+}
+
+/* The exact integer sum of 32 products, modulo 2^32 as the vector lanes wrap. */
+static int32_t
+isum32(const int16_t *w, const int16_t *x)
+{
+	uint32_t s = 0;
+	int i;
+
+	for (i = 0; i < 32; i++)
+		s += (uint32_t)((int32_t)w[i] * x[i]);
+	return (int32_t)s;
+}
+
+static void
+scalar_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo)
+{
+	int nb = cols / 32, r, t, b, has_min = quant_has_min(type);
+	float *dx, *xsum, d, m, o, p;
+	const int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	int16_t wq[32];
+
+	for (r = r0; r < r1; r++) {
+		const char *row = (const char *)w + (size_t)r * row_bytes;
+		for (t = 0; t < T; t++) {
+			for (o = 0, p = 0, b = 0; b < nb; b++) {
+				d = quant_iblock(type, row, b, wq, &m);
+				o = fmaf((float)isum32(wq, xq + (size_t)t * cols + 32 * b), d * dx[(size_t)t * nb + b], o);
+				if (has_min)
+					p = fmaf(m, xsum[(size_t)b * T + t], p);
+			}
+			out[(size_t)t * ldo + r] = has_min ? o + p : o;
+		}
+	}
+}
+
 static void
 scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	float *row = quant_scratch((size_t)cols);	/* freed when the thread ends */
-	int r, t, k, j;
+	int r, t;
 
+	if (!is_float_type(type)) {
+		float *xr = quant_scratch(quant_rounded_floats(T, cols));
+		scalar_round(x, ldx, 0, T, T, cols, xr);
+		scalar_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
+		return;
+	}
+	float *row = quant_scratch((size_t)cols);	/* freed when the thread ends */
 	for (r = r0; r < r1; r++) {
 		quant_dequant_row(type, (const char *)w + (size_t)r * row_bytes, row, (size_t)cols);
-		for (t = 0; t < T; t++) {
-			const float *xt = x + (size_t)t * ldx;
-			float a[8] = { 0 };
-
-			for (k = 0; k + 8 <= cols; k += 8)
-				for (j = 0; j < 8; j++)
-					a[j] += row[k + j] * xt[k + j];
-			for (j = 0; k + j < cols; j++)
-				a[j] += row[k + j] * xt[k + j];
-			out[(size_t)t * ldo + r] = ((a[0] + a[4]) + (a[2] + a[6])) +
-			    ((a[1] + a[5]) + (a[3] + a[7]));
-		}
+		for (t = 0; t < T; t++)
+			out[(size_t)t * ldo + r] = dot_f32(row, x + (size_t)t * ldx, cols);
 	}
 }
 
@@ -64,24 +181,25 @@ scalar_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 			memset(o, 0, (size_t)dim * sizeof *o);
 		for (t = 0; t < n_pos; t++)
 			for (d = 0; d < dim; d++)
-				o[d] += att[(size_t)h * ld_att + t] * v[(size_t)t * ld_v + d];
+				o[d] = fmaf(att[(size_t)h * ld_att + t], v[(size_t)t * ld_v + d], o[d]);
 	}
 }
 
 static void
 scalar_softmax(float *x, int n, float scale)
 {
-	float max, sum = 0;
+	float max = -INFINITY, acc[16] = { 0 }, sum;
 	int i;
 
-	for (i = 0; i < n; i++)
-		x[i] *= scale;
-	for (max = x[0], i = 1; i < n; i++)
-		max = x[i] > max ? x[i] : max;
 	for (i = 0; i < n; i++) {
-		x[i] = expf(x[i] - max);
-		sum += x[i];
+		x[i] *= scale;
+		max = x[i] > max ? x[i] : max;
 	}
+	for (i = 0; i < n; i++)
+		x[i] = fmath_expf(x[i] - max);
+	for (i = 0; i < (n + 15) / 16 * 16; i++)
+		acc[i % 16] = acc[i % 16] + (i < n ? x[i] : 0.0f);
+	sum = sum16(acc);
 	for (i = 0; i < n; i++)
 		x[i] /= sum;
 }
@@ -91,8 +209,10 @@ scalar_silu_mul(float *g, const float *u, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
-		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+	for (i = 0; i < n; i++) {
+		float x = g[i];
+		g[i] = x / (1.0f + fmath_expf(0.0f - (x > -88.0f ? x : -88.0f))) * u[i];
+	}
 }
 
 /*
@@ -119,16 +239,16 @@ scalar_group_scores(int q4, const void *groups, size_t group_bytes, int n_groups
 				if (q4) {
 					const struct block_q4_1 *b = (const void *)(grp + (size_t)c * bb);
 					w = f16_table[b->d];	/* d * quant is exact */
-					base += x * f16_table[b->m];
+					base = fmaf(x, f16_table[b->m], base);
 					for (j = 0; j < 16; j++) {
-						acc[j] += x * (w * (float)(b->qs[j] & 0xf));
-						acc[j + 16] += x * (w * (float)(b->qs[j] >> 4));
+						acc[j] = fmaf(x, w * (float)(b->qs[j] & 0xf), acc[j]);
+						acc[j + 16] = fmaf(x, w * (float)(b->qs[j] >> 4), acc[j + 16]);
 					}
 				} else {
 					const struct block_q8_0 *b = (const void *)(grp + (size_t)c * bb);
 					w = f16_table[b->d];
 					for (j = 0; j < 32; j++)
-						acc[j] += x * (w * (float)b->qs[j]);
+						acc[j] = fmaf(x, w * (float)b->qs[j], acc[j]);
 				}
 			}
 			for (j = 0; j < 32; j++)
@@ -143,6 +263,7 @@ scalar_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t 
     int accumulate)
 {
 	int h, t, i, e, j;
+	float v;
 
 	for (h = 0; h < heads; h++) {
 		float *o = out + (size_t)h * ld_out;
@@ -154,15 +275,16 @@ scalar_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t 
 			for (i = 0; i < dim; i++) {
 				e = d0 + i, j = e % 32;
 				if (type == GGML_F16) {
-					o[i] += a * f16_table[((const uint16_t *)row)[e]];
+					v = f16_table[((const uint16_t *)row)[e]];
 				} else if (type == GGML_Q8_0) {
 					const struct block_q8_0 *b = (const struct block_q8_0 *)row + e / 32;
-					o[i] += a * (f16_table[b->d] * (float)b->qs[j]);
+					v = f16_table[b->d] * (float)b->qs[j];
 				} else {
 					const struct block_q4_0 *b = (const struct block_q4_0 *)row + e / 32;
-					o[i] += a * (f16_table[b->d] *
-					    (float)((j < 16 ? b->qs[j] & 0xf : b->qs[j - 16] >> 4) - 8));
+					v = f16_table[b->d] *
+					    (float)((j < 16 ? b->qs[j] & 0xf : b->qs[j - 16] >> 4) - 8);
 				}
+				o[i] = fmaf(a, v, o[i]);
 			}
 		}
 	}
@@ -172,14 +294,15 @@ scalar_row_values(uint32_t type, int n_pos, int heads, const float *att, size_t 
 static int
 scalar_rounds_x(uint32_t type)
 {
-	(void)type;
-	return 0;
+	return !is_float_type(type);
 }
 
 static const struct kernels scalar = {
 	.name = "scalar",
 	.gemm = scalar_gemm,
 	.rounds_x = scalar_rounds_x,
+	.round = scalar_round,
+	.gemm_rounded = scalar_gemm_rounded,
 	.attn_values = scalar_attn_values,
 	.softmax = scalar_softmax,
 	.silu_mul = scalar_silu_mul,
@@ -345,8 +468,8 @@ kernels_gelu_mul(float *g, const float *u, size_t n)
 	const float c = 0.7978845608028654f;	/* sqrt(2 / pi) */
 
 	for (size_t i = 0; i < n; i++) {
-		float x = g[i];
-		g[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+		float x = g[i], z = c * (x + 0.044715f * (x * x * x));
+		g[i] = x / (1.0f + fmath_expf(-2.0f * z)) * u[i];
 	}
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "attn.h"
+#include "fmath.h"
 #include "gguf.h"
 #include "matmul.h"
 #include "model.h"
@@ -873,7 +874,7 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		matmul(r->pool, &r->mm, lg, 1, r->xb, D, w);
 		/* a final cap, if the model has one: softcap * tanh(z / softcap) */
 		for (size_t e = 0; c->softcap > 0 && e < (size_t)w * c->vocab_size; e++)
-			out[e] = c->softcap * tanhf(out[e] / c->softcap);
+			out[e] = c->softcap * fmath_tanhf(out[e] / c->softcap);
 	}
 	return 0;
 }

@@ -383,6 +383,112 @@ quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out)
 	}
 }
 
+float
+quant_round_block(const float *x, int16_t *q)
+{
+	float amax = 0, a, inv, v;
+	int i;
+
+	for (i = 0; i < 32; i++) {
+		a = fabsf(x[i]);
+		amax = amax > a ? amax : a;
+	}
+	/* a block below 1e-30 (32767 / amax would overflow near 1e-35) counts as zeros */
+	amax = amax >= 1e-30f ? amax : 0.0f;
+	inv = amax > 0 ? 32767.0f / amax : 0.0f;
+	for (i = 0; i < 32; i++) {
+		v = x[i] * inv;
+		/* |v| < 2^22: adding and taking away 1.5 * 2^23 rounds to nearest, ties to even */
+		v = v != v ? -32768.0f : (v + 12582912.0f) - 12582912.0f;
+		q[i] = (int16_t)(v > 32767.0f ? 32767 : v < -32768.0f ? -32768 : (int)v);
+	}
+	return amax / 32767.0f;
+}
+
+
+/*
+ * The integer rule's weights (kernels.c): block b of 32 weights as int16
+ * q, with w = d * q + m; d returned, m (0 without a minimum) in *m.  The
+ * K types' sub-block scales go into the integers (at most 63 * 31 for
+ * q5_K, 128 * 32 for q6_K), their super-block's d stays a float.
+ */
+float
+quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
+{
+	int i, j, sc, mn;
+	uint32_t qh;
+
+	*m = 0;
+	switch (type) {
+	case GGML_Q8_0: {
+		const struct block_q8_0 *bl = (const struct block_q8_0 *)row + b;
+		for (i = 0; i < 32; i++)
+			q[i] = bl->qs[i];
+		return f16_table[bl->d];
+	}
+	case GGML_Q4_0: case GGML_Q4_1: {
+		const struct block_q4_0 *b0 = (const struct block_q4_0 *)row + b;
+		const struct block_q4_1 *b1 = (const struct block_q4_1 *)row + b;
+		const uint8_t *qs = type == GGML_Q4_0 ? b0->qs : b1->qs;
+		int off = type == GGML_Q4_0 ? 8 : 0;
+		for (i = 0; i < 16; i++) {
+			q[i] = (int16_t)((qs[i] & 0xf) - off);
+			q[i + 16] = (int16_t)((qs[i] >> 4) - off);
+		}
+		if (type == GGML_Q4_0)
+			return f16_table[b0->d];
+		*m = f16_table[b1->m];
+		return f16_table[b1->d];
+	}
+	case GGML_Q5_0: case GGML_Q5_1: {
+		const struct block_q5_0 *b0 = (const struct block_q5_0 *)row + b;
+		const struct block_q5_1 *b1 = (const struct block_q5_1 *)row + b;
+		const uint8_t *qs = type == GGML_Q5_0 ? b0->qs : b1->qs;
+		int off = type == GGML_Q5_0 ? 16 : 0;
+		memcpy(&qh, type == GGML_Q5_0 ? b0->qh : b1->qh, 4);
+		for (i = 0; i < 32; i++)
+			q[i] = (int16_t)(((i < 16 ? qs[i] & 0xf : qs[i - 16] >> 4) | (int)((qh >> i) & 1) << 4) - off);
+		if (type == GGML_Q5_0)
+			return f16_table[b0->d];
+		*m = f16_table[b1->m];
+		return f16_table[b1->d];
+	}
+	case GGML_Q4_K: case GGML_Q5_K: {
+		const struct block_q4_K *b4 = (const struct block_q4_K *)row + b / 8;
+		const struct block_q5_K *b5 = (const struct block_q5_K *)row + b / 8;
+		const uint8_t *qs = type == GGML_Q4_K ? b4->qs : b5->qs;
+		j = b % 8;
+		quant_k4_scale_min(j, type == GGML_Q4_K ? b4->scales : b5->scales, &sc, &mn);
+		for (i = 0; i < 32; i++) {
+			int v = (qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 0xf;
+			if (type == GGML_Q5_K)
+				v |= ((b5->qh[i] >> j) & 1) << 4;
+			q[i] = (int16_t)(sc * v);
+		}
+		*m = -(f16_table[type == GGML_Q4_K ? b4->dmin : b5->dmin] * (float)mn);
+		return f16_table[type == GGML_Q4_K ? b4->d : b5->d];
+	}
+	case GGML_Q6_K: {
+		const struct block_q6_K *bl = (const struct block_q6_K *)row + b / 8;
+		int off = b % 8 * 32, half = off / 128, quarter = off % 128 / 32;
+		const uint8_t *ql = bl->ql + 64 * half + (quarter & 1) * 32, *qhp = bl->qh + 32 * half;
+		for (i = 0; i < 32; i++) {
+			int lo = quarter < 2 ? ql[i] & 0xf : ql[i] >> 4, hi = (qhp[i] >> (2 * quarter)) & 3;
+			q[i] = (int16_t)(bl->scales[(off + i) / 16] * ((lo | hi << 4) - 32));
+		}
+		return f16_table[bl->d];
+	}
+	}
+	memset(q, 0, 32 * sizeof *q);
+	return 0;
+}
+
+int
+quant_has_min(uint32_t type)
+{
+	return type == GGML_Q4_1 || type == GGML_Q5_1 || type == GGML_Q4_K || type == GGML_Q5_K;
+}
+
 void
 quant_dequant_row(uint32_t type, const void *row, float *out, size_t n)
 {

@@ -105,6 +105,16 @@ void quant_dequant_row(uint32_t type, const void *row, float *out, size_t n);
  */
 void quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out);
 
+/*
+ * The integer rule's pieces (kernels.c states the rule): x[0..32)
+ * rounded to int16 into q, its scale returned; block b of a row as 32
+ * int16 weights q, w = d * q + m, d returned and m in *m (0 where the
+ * type has no minimum); and whether it has one.
+ */
+float quant_round_block(const float *x, int16_t *q);
+float quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m);
+int quant_has_min(uint32_t type);
+
 /* The 6-bit scale and min of sub-block j of a q4_K or q5_K block (inline: the kernels call it per 16 weights). */
 static inline void
 quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)

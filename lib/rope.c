@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "fmath.h"
 #include "rope.h"
 #include "util.h"
 
@@ -13,7 +14,7 @@ rope_init(struct rope *r, int dim, int head_dim, int neox, float base, const flo
 	r->neox = neox;
 	r->inv_freq = xcalloc((size_t)dim / 2, sizeof *r->inv_freq);
 	for (int i = 0; i < dim / 2; i++)
-		r->inv_freq[i] = pow((double)base, -2.0 * i / dim) /
+		r->inv_freq[i] = fmath_pow((double)base, -2.0 * i / dim) /
 		    (factors ? (double)factors[i] : 1.0);
 	return 0;
 }
@@ -29,9 +30,10 @@ void
 rope_angles(const struct rope *r, int pos, float *cs)
 {
 	for (int i = 0; i < r->dim / 2; i++) {
-		double theta = pos * r->inv_freq[i];
-		cs[2 * i] = (float)cos(theta);
-		cs[2 * i + 1] = (float)sin(theta);
+		double s, c;
+		fmath_sincos(pos * r->inv_freq[i], &s, &c);
+		cs[2 * i] = (float)c;
+		cs[2 * i + 1] = (float)s;
 	}
 }
 

@@ -20,8 +20,8 @@ void rope_free(struct rope *r);
 
 /*
  * The angles' cos and sin at pos, into cs[2i] and cs[2i + 1] (dim
- * floats): computed once a pass, not per layer, for each is a call to
- * cos and one to sin.
+ * floats): computed once a pass, not per layer, in double by fmath's
+ * sin and cos (the same bits on every machine), then rounded to float.
  */
 void rope_angles(const struct rope *r, int pos, float *cs);
 

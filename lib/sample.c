@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmath.h"
 #include "sample.h"
 #include "util.h"
 
@@ -161,8 +162,8 @@ log_prob(const float *logits, int n, int id)
 	int i;
 
 	for (i = 0; i < n; i++)
-		sum += exp((double)logits[i] - max);
-	return (double)logits[id] - max - log(sum);
+		sum += fmath_exp((double)logits[i] - max);
+	return (double)logits[id] - max - fmath_log(sum);
 }
 
 static int
@@ -221,12 +222,12 @@ sampler_sample(struct sampler *s, float *logits)
 
 	max = logits[argmax(logits, n)];
 	/* min-p on the logits as they are (llama.cpp's: before the temperature) */
-	float floor = s->min_p > 0 ? max + logf(s->min_p) : -INFINITY;
+	float floor = s->min_p > 0 ? max + (float)fmath_log(s->min_p) : -INFINITY;
 	for (i = 0; i < n; i++) {
 		c[i].id = i;
 		float z = (logits[i] - max) / s->temp;
-		/* expf is +0 below -104 anyway (e^-104 is under half the least subnormal), but slowly */
-		c[i].p = z < -104.0f || logits[i] < floor ? 0.0f : expf(z);
+		/* fmath_expf stops at e^-87.3; below it, 0 (e^-87.3 is 1e-38 of the largest) */
+		c[i].p = z < -87.3f || logits[i] < floor ? 0.0f : fmath_expf(z);
 		sum += c[i].p;
 	}
 	for (i = 0; i < n; i++)

@@ -300,7 +300,7 @@ static void
 amx_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
-	if (T < AMX_MIN) {
+	if (type != GGML_Q8_0 || T < AMX_MIN) {
 		simd_avx512vnni()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 		return;
 	}

@@ -46,7 +46,7 @@ const struct kernels *simd_avx512(void);
 const struct kernels *simd_avx512vnni(void);
 /* avx512vnni's, with q8_0 batches by AMX's tile multiplies (amx.c) */
 const struct kernels *simd_amx(void);
-/* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers and scales, no lanes */
+/* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers, scales and sums, no lanes */
 void simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
 
 /* The tables that the kernels share, filled by quant_init (quant.c). */

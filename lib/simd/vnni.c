@@ -258,13 +258,19 @@ in_lanes(int T)
 void
 simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
-	float *dx, *xsum;	/* no sums: q8_0's weights have no minimum */
+	float *dx, *xsum;
 	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
 	int nb = cols / 32, t, b;
 
 	for (t = t0; t < t1; t++)
-		for (b = 0; b < nb; b++)
-			dx[(size_t)t * nb + b] = round_x(x + (size_t)t * ldx + 32 * b, xq + (size_t)t * cols + 32 * b);
+		for (b = 0; b < nb; b++) {
+			int16_t *q = xq + (size_t)t * cols + 32 * b;
+			float d = round_x(x + (size_t)t * ldx + 32 * b, q);
+			/* the blocks' x sums, for the types whose weights have a minimum */
+			int s = _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_loadu_si512(q), _mm512_set1_epi16(1)));
+			dx[(size_t)t * nb + b] = d;
+			xsum[(size_t)b * T + t] = d * (float)s;
+		}
 }
 
 static void
@@ -445,7 +451,10 @@ static void
 quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
-	(void)type;	/* q8_0 */
+	if (type != GGML_Q8_0) {
+		simd_avx512()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
+		return;
+	}
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo,
 	    T == 1 ? NULL : quant_scratch(pack_floats(cols)));
 }
