@@ -340,6 +340,7 @@ cached_decoding_matches_uncached_reference(uint32_t type)
 		ids[t] = (t * 7919 + 3) % m.c.vocab_size;
 	ref = ref_forward(&m, ids, N);
 	worst = worst_against_reference(&m, &kv, ids, N, ref);
+	printf("# %s: relative logit error %.3g against the double-precision reference\n", gguf_type_name(type), worst);
 	CHECK(worst <= 1e-4, "%s: relative logit error %g", gguf_type_name(type), worst);
 	free(ref);
 	kv_free(&kv);
@@ -1264,6 +1265,8 @@ families_match_the_reference(void)
 		ref = ref_forward(&mm, ids, N);
 		kv_init(&kv, mm.c.n_layers, mm.c.kv_dim, 512, 0);
 		worst = worst_against_reference(&mm, &kv, ids, N, ref);
+		printf("# %s%s: relative logit error %.3g against the double-precision reference\n", arch[a],
+		    freqs[a] ? " with rope_freqs" : "", worst);
 		CHECK(worst <= 1e-4, "%s%s: relative logit error %g", arch[a],
 		    freqs[a] ? " with rope_freqs" : "", worst);
 		free(ref);
@@ -1327,6 +1330,7 @@ gemma3_matches_the_reference(void)
 		double *ref = ref_forward(&mm, ids, N);
 		CHECK(model_kv_init(&mm, &kv, 512, 0, KV_F32, KV_F32) == 0, "%s", llm_err());
 		double worst = worst_against_reference(&mm, &kv, ids, N, ref);
+		printf("# gemma3 case %zu: relative logit error %.3g against the double-precision reference\n", i, worst);
 		CHECK(worst <= 1e-4, "case %zu (window %d, pattern %d, cap %g): relative logit error %g",
 		    i, cases[i].swa, cases[i].pattern, cases[i].softcap, worst);
 		size_t V = (size_t)mm.c.vocab_size;
