@@ -61,10 +61,10 @@ lib/simd/avx2.o: lib/simd/avx2.c $(SIMDINC)
 lib/simd/avx512.o: lib/simd/avx512.c $(SIMDINC)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX512_CFLAGS) -c -o $@ lib/simd/avx512.c
 
-lib/simd/vnni.o: lib/simd/vnni.c lib/simd/simd.h lib/simd/q8_0.h
+lib/simd/vnni.o: lib/simd/vnni.c lib/simd/simd.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_CFLAGS) -c -o $@ lib/simd/vnni.c
 
-lib/simd/amx.o: lib/simd/amx.c lib/simd/simd.h lib/simd/q8_0.h
+lib/simd/amx.o: lib/simd/amx.c lib/simd/simd.h
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(AMX_CFLAGS) -c -o $@ lib/simd/amx.c
 
 $(LIB): $(LIBOBJ)

@@ -97,7 +97,7 @@ key_scores(const struct attn *a, const struct kv *kv, int layer, int kvh, int u0
 		end = u1;
 		const char *keys = kv_units(kv, layer, KV_K, u0, &end) + col;
 		if (!kv_grouped(kv))
-			quant_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, 0,
+			kernels_gemm(kv->k_type == KV_F16 ? GGML_F16 : GGML_F32, keys, kv->k_unit, 0,
 			    end - u0, (int)hd, q, hd, nq, att + u0, ld);
 		else
 			kernels_group_scores(kv->k_type == KV_Q4_0, keys, kv->k_unit, end - u0, (int)hd,
@@ -183,7 +183,7 @@ ring_scores(const struct attn_job *job, int kvh, int pos, const float *q, int he
 	for (p = r0; p <= pos; p = end) {
 		end = pos + 1;
 		rows = ring_rows(job, KV_K, kvh, p, &end, &ld);
-		quant_gemm(ring_row_type(kv, KV_K), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
+		kernels_gemm(ring_row_type(kv, KV_K), rows, ld, 0, end - p, hd, q, (size_t)hd, heads,
 		    att + kv_slot(kv, job->layer, r0) + (p - r0), (size_t)job->a->att_cap);
 	}
 }

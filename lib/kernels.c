@@ -12,7 +12,7 @@
  *
  * THE RULES, one an operation (PERFORMANCE.md repeats them):
  *
- * Products of float weights (f32, f16, bf16; quant_gemm).  Output (r, t)
+ * Products of float weights (f32, f16, bf16; kernels_gemm).  Output (r, t)
  * is a chain over k of 16 lanes: lane j of chunk c is fma(w[16c + j],
  * x[16c + j], acc[j]), acc[j] from +0, the last chunk's missing elements
  * zeros in both w and x; then the fixed tree sum16: lanes i and i + h
@@ -47,6 +47,7 @@
  * IEEE operations, RoPE's angles from fmath's sin and cos.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,6 +62,45 @@
 #include "util.h"
 
 #define f16_table quant_f16_table
+
+/*
+ * The kernels' scratch hangs off a pthread key, whose destructor frees it
+ * when a thread exits: a pool's threads come and go with the pool, and a
+ * _Thread_local pointer would leak its buffer each time.
+ */
+struct scratch {
+	size_t cap;
+	float pad[14];	/* buf starts a cache line in: a vector load never straddles two */
+	float buf[];
+};
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+/* A key takes memory too: failing to make one is running out of it (util.h's policy). */
+static void
+scratch_make_key(void)
+{
+	if (pthread_key_create(&scratch_key, free) != 0)
+		llm_out_of_memory(sizeof scratch_key);
+}
+
+float *
+kernels_scratch(size_t n)
+{
+	struct scratch *s;
+
+	pthread_once(&scratch_once, scratch_make_key);
+	s = pthread_getspecific(scratch_key);
+	if (!s || s->cap < n) {
+		free(s);
+		s = xaligned(64, sizeof *s + n * sizeof(float));
+		if (pthread_setspecific(scratch_key, s) != 0)
+			llm_out_of_memory(sizeof *s + n * sizeof(float));
+		s->cap = n;
+	}
+	return s->buf;
+}
 
 /* ---- the portable set: the specification ---- */
 
@@ -95,12 +135,12 @@ is_float_type(uint32_t type)
 	return type == GGML_F32 || type == GGML_F16 || type == GGML_BF16;
 }
 
-/* Tokens [t0, t1) of x rounded into xr's parts (quant_rounded_parts), with the blocks' x sums. */
+/* Tokens [t0, t1) of x rounded into xr's parts (kernels_rounded_parts), with the blocks' x sums. */
 static void
 scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
 	float *dx, *xsum;
-	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	int t, b, i, sum, nb = cols / 32;
 
 	for (t = t0; t < t1; t++)
@@ -132,7 +172,7 @@ scalar_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int 
 {
 	int nb = cols / 32, r, t, b, has_min = quant_has_min(type);
 	float *dx, *xsum, d, m, o, p;
-	const int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	const int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	int16_t wq[32];
 
 	for (r = r0; r < r1; r++) {
@@ -156,12 +196,12 @@ scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int 
 	int r, t;
 
 	if (!is_float_type(type)) {
-		float *xr = quant_scratch(quant_rounded_floats(T, cols));
+		float *xr = kernels_scratch(kernels_rounded_floats(T, cols));
 		scalar_round(x, ldx, 0, T, T, cols, xr);
 		scalar_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 		return;
 	}
-	float *row = quant_scratch((size_t)cols);	/* freed when the thread ends */
+	float *row = kernels_scratch((size_t)cols);	/* freed when the thread ends */
 	for (r = r0; r < r1; r++) {
 		quant_dequant_row(type, (const char *)w + (size_t)r * row_bytes, row, (size_t)cols);
 		for (t = 0; t < T; t++)
@@ -374,9 +414,14 @@ kernels_set_isa(int isa)
 void
 kernels_init(void)
 {
+	static int done;
 	const char *env;
 	int isa;
 
+	if (done)	/* once: a test's kernels_set_isa outlives the models it loads */
+		return;
+	done = 1;
+	quant_init();
 	kernels_set_isa(cpu_isa());
 	if ((env = getenv("LLM_ISA")) != NULL)
 		for (isa = KERNELS_SCALAR; isa <= KERNELS_AMX; isa++)
@@ -400,43 +445,39 @@ kernels_isa_name(int isa)
 /* ---- the calls, through the set in use ---- */
 
 void
-quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+kernels_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
 	k->gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
 }
 
 int
-quant_rounds_x(uint32_t type)
+kernels_rounds_x(uint32_t type)
 {
 	return k->rounds_x(type);
 }
 
 int
-quant_rounds_once(uint32_t type)
+kernels_rounds_once(uint32_t type)
 {
-	return quant_rounds_x(type);
+	return kernels_rounds_x(type);
 }
 
 size_t
-quant_rounded_floats(int T, int cols)
+kernels_rounded_floats(int T, int cols)
 {
-	size_t lanes = ((size_t)T + 15) / 16 * 16;
-
-	/* quant_rounded_parts' parts, quant_rounded_lanes', and 16 floats to align them */
-	return QUANT_LINES((size_t)T * cols / 2) + 2 * QUANT_LINES((size_t)T * (cols / 32)) +
-	    lanes * (size_t)(cols / 2) + lanes * (size_t)(cols / 32) + 16;
+	return simd_rounded_floats(T, cols);
 }
 
 void
-quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+kernels_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
 	if (k->round)
 		k->round(x, ldx, t0, t1, T, cols, xr);
 }
 
 void
-quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+kernels_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
 	if (k->gemm_rounded)

@@ -1,6 +1,8 @@
 /*
  * kernels.h: the kernels in use, one set per instruction set, chosen at
- * start (quant_init): the products of quant.h, and attention's kernels.
+ * start (kernels_init): the weight products, attention's kernels, the
+ * activations.  kernels.c states the rules that make every set give the
+ * same bits.
  */
 #ifndef LLM_KERNELS_H
 #define LLM_KERNELS_H
@@ -15,12 +17,47 @@
  */
 enum { KERNELS_SCALAR, KERNELS_AVX2, KERNELS_AVX512, KERNELS_AVX512VNNI, KERNELS_AMX };
 
-/* The best set the processor and the build have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni, amx) if lower. */
+/*
+ * Fill quant.h's tables and take the best set the processor and the build
+ * have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni, amx) if lower;
+ * call once before any kernel runs.
+ */
 void kernels_init(void);
 int kernels_isa(void);
 const char *kernels_isa_name(int isa);
 /* Use another set; -1 if this processor or build cannot.  For tests. */
 int kernels_set_isa(int isa);
+
+/*
+ * out[t * ldo + r] = W[r] . X[t] for rows [r0, r1) of W (cols weights
+ * each, row_bytes apart) and tokens [0, T) of X (ldx floats apart).
+ * Each output is computed with the same operations whatever the rows and
+ * tokens computed with it, so a batch of tokens and the same tokens one
+ * at a time give bitwise the same results.
+ */
+void kernels_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *x, size_t ldx, int T, float *out, size_t ldo);
+/*
+ * 1 if kernels_gemm rounds x to 16-bit integers, a block of 32 at a time,
+ * for this type with the kernels in use (simd/gemm.inc's integer rule):
+ * still bitwise the same for a batch and one token at a time, and within
+ * about 1e-5 of the largest output of the exact products.
+ */
+int kernels_rounds_x(uint32_t type);
+
+/*
+ * x rounded once, for a batch whose products round it (several matrices,
+ * several threads, a token's rows in parts): kernels_rounds_once says which
+ * types take it, all those kernels_rounds_x names, for one rounding serves
+ * every type.  xr holds kernels_rounded_floats(T, cols) floats; kernels_round
+ * fills tokens [t0, t1) of it (threads may share the tokens out), and
+ * kernels_gemm_rounded then gives kernels_gemm's bits with xr in place of x.
+ */
+int kernels_rounds_once(uint32_t type);
+size_t kernels_rounded_floats(int T, int cols);
+void kernels_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+void kernels_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo);
 
 /*
  * Attention's weighted sum of values for the heads that share them:

@@ -1,6 +1,6 @@
 /*
  * matmul.c: the weight products of a forward pass, shared among the
- * threads.  The kernels (quant.h) compute each output the same way
+ * threads.  The kernels (kernels.h) compute each output the same way
  * whoever computes it and whatever its company, so the schedule below
  * decides speed, never bits.
  *
@@ -33,6 +33,7 @@
 #include <stdlib.h>
 
 #include "matmul.h"
+#include "kernels.h"
 #include "quant.h"
 #include "util.h"
 
@@ -82,11 +83,11 @@ matmul_rows(const struct matmul_job *job, int g, int lo, int hi)
 		int r0 = lo > base ? lo - base : 0;
 		int r1 = hi - base < w->rows ? hi - base : w->rows;
 
-		if (r0 < r1 && job->xr && quant_rounds_once(w->type))
-			quant_gemm_rounded(w->type, w->data, w->row_bytes, r0, r1, w->cols,
+		if (r0 < r1 && job->xr && kernels_rounds_once(w->type))
+			kernels_gemm_rounded(w->type, w->data, w->row_bytes, r0, r1, w->cols,
 			    job->xr + job->xr_group * g, T, out, job->mv[i].ldo);
 		else if (r0 < r1)
-			quant_gemm(w->type, w->data, w->row_bytes, r0, r1, w->cols,
+			kernels_gemm(w->type, w->data, w->row_bytes, r0, r1, w->cols,
 			    job->x + (size_t)t0 * job->ldx, job->ldx, T, out, job->mv[i].ldo);
 		base += w->rows;
 	}
@@ -177,13 +178,13 @@ round_worker(void *arg, int ith, int nth)
 	int g, t0, T;
 
 	if (job->groups == 1) {	/* the threads share the tokens out */
-		quant_round(job->x, job->ldx, job->T * ith / nth, job->T * (ith + 1) / nth, job->T,
+		kernels_round(job->x, job->ldx, job->T * ith / nth, job->T * (ith + 1) / nth, job->T,
 		    job->mv[0].w->cols, (float *)job->xr);
 		return;
 	}
 	for (g = ith; g < job->groups; g += nth) {
 		T = group_tokens(job, g, &t0);
-		quant_round(job->x + (size_t)t0 * job->ldx, job->ldx, 0, T, T, job->mv[0].w->cols,
+		kernels_round(job->x + (size_t)t0 * job->ldx, job->ldx, 0, T, T, job->mv[0].w->cols,
 		    (float *)job->xr + job->xr_group * g);
 	}
 }
@@ -201,7 +202,7 @@ matmul(struct pool *pool, struct matmul_scratch *sc, const struct matvec *mv, in
 		atomic_init(&job.next[i], 0);
 	for (i = 0; i < n; i++) {
 		job.total_rows += mv[i].w->rows;
-		once |= quant_rounds_once(mv[i].w->type);
+		once |= kernels_rounds_once(mv[i].w->type);
 	}
 	/*
 	 * Products that round x take it rounded once, not once a claim:
@@ -212,7 +213,7 @@ matmul(struct pool *pool, struct matmul_scratch *sc, const struct matvec *mv, in
 		size_t need;
 
 		/* the groups' parts, each for the largest group */
-		job.xr_group = quant_rounded_floats((T + job.groups - 1) / job.groups, cols);
+		job.xr_group = kernels_rounded_floats((T + job.groups - 1) / job.groups, cols);
 		need = job.xr_group * job.groups;
 		if (need > sc->xr_floats) {
 			free(sc->xr);

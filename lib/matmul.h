@@ -22,7 +22,7 @@ struct matvec {
 	const struct weight *w;
 };
 
-/* A run's scratch for the products: x rounded once (quant_round), grown when first needed. */
+/* A run's scratch for the products: x rounded once (kernels_round), grown when first needed. */
 struct matmul_scratch {
 	float *xr;
 	size_t xr_floats;

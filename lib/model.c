@@ -337,7 +337,7 @@ int
 model_load(struct model *m, const char *path)
 {
 	memset(m, 0, sizeof *m);
-	quant_init();
+	kernels_init();
 	if (gguf_open(&m->gguf, path) < 0)
 		return -1;
 	m->used = xcalloc(m->gguf.n_tensors ? m->gguf.n_tensors : 1, 1);

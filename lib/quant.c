@@ -4,12 +4,10 @@
  * a block as it multiplies, so the f32 copy never exists.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
-#include "kernels.h"
 #include "quant.h"
 #include "util.h"
 
@@ -96,45 +94,6 @@ f32_to_bf16(float f)
 		return (uint16_t)((x >> 16) | 0x40);
 	x += 0x7fff + ((x >> 16) & 1);	/* round to nearest even */
 	return (uint16_t)(x >> 16);
-}
-
-/*
- * The kernels' scratch hangs off a pthread key, whose destructor frees it
- * when a thread exits: a pool's threads come and go with the pool, and a
- * _Thread_local pointer would leak its buffer each time.
- */
-struct scratch {
-	size_t cap;
-	float pad[14];	/* buf starts a cache line in: a vector load never straddles two */
-	float buf[];
-};
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-/* A key takes memory too: failing to make one is running out of it (util.h's policy). */
-static void
-scratch_make_key(void)
-{
-	if (pthread_key_create(&scratch_key, free) != 0)
-		llm_out_of_memory(sizeof scratch_key);
-}
-
-float *
-quant_scratch(size_t n)
-{
-	struct scratch *s;
-
-	pthread_once(&scratch_once, scratch_make_key);
-	s = pthread_getspecific(scratch_key);
-	if (!s || s->cap < n) {
-		free(s);
-		s = xaligned(64, sizeof *s + n * sizeof(float));
-		if (pthread_setspecific(scratch_key, s) != 0)
-			llm_out_of_memory(sizeof *s + n * sizeof(float));
-		s->cap = n;
-	}
-	return s->buf;
 }
 
 /*
@@ -251,7 +210,6 @@ quant_init(void)
 		f16_table[i] = f16_to_f32((uint16_t)i);
 	for (i = 0; i < 256; i++)
 		quant_i8_table[i] = (float)(int8_t)i;
-	kernels_init();
 	done = 1;
 }
 

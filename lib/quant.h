@@ -1,9 +1,15 @@
-/* quant.h: weight types: half floats, block layouts, dequantization, products (kernels.c). */
+/*
+ * quant.h: the weight types: half floats, block layouts, reference
+ * dequantization, the quantizers, and the integer rule's pieces.  A
+ * leaf: the products that use them are kernels.h's.
+ */
 #ifndef LLM_QUANT_H
 #define LLM_QUANT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gguf.h"	/* the types' numbers (GGML_*) are the file format's */
 
 #define QK8_0 32
 
@@ -80,14 +86,8 @@ void quant_quantize_q4_1(const float *x, struct block_q4_1 *out, size_t nblocks)
  */
 void quant_hadamard(float *x, size_t n, int r);
 
-/* Fill lookup tables; call once before any kernel runs. */
+/* Fill the lookup tables (f16 to f32, bytes to floats); kernels_init calls it. */
 void quant_init(void);
-
-/*
- * For the SIMD kernels: a buffer of n floats that belongs to the calling
- * thread, grown as needed and freed when the thread exits.
- */
-float *quant_scratch(size_t n);
 
 /* 1 if the forward pass has kernels for this ggml type. */
 int quant_supported(uint32_t type);
@@ -126,74 +126,6 @@ quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 
 	*sc = (int)(j < 4 ? a & 63 : (a & 0xf) | (b >> 6) << 4);
 	*m = (int)(j < 4 ? b & 63 : (a >> 4) | (c >> 6) << 4);
-}
-
-/*
- * out[t * ldo + r] = W[r] . X[t] for rows [r0, r1) of W (cols weights
- * each, row_bytes apart) and tokens [0, T) of X (ldx floats apart).
- * Each output is computed with the same operations whatever the rows and
- * tokens computed with it, so a batch of tokens and the same tokens one
- * at a time give bitwise the same results.
- */
-void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo);
-/*
- * 1 if quant_gemm rounds x to 16-bit integers, a block of 32 at a time,
- * for this type with the kernels in use (simd/gemm.inc's integer rule):
- * still bitwise the same for a batch and one token at a time, and within
- * about 1e-5 of the largest output of the exact products.
- */
-int quant_rounds_x(uint32_t type);
-
-/*
- * x rounded once, for a batch whose products round it (several matrices,
- * several threads, a token's rows in parts): quant_rounds_once says which
- * types take it, all those quant_rounds_x names, for one rounding serves
- * every type.  xr holds quant_rounded_floats(T, cols) floats; quant_round
- * fills tokens [t0, t1) of it (threads may share the tokens out), and
- * quant_gemm_rounded then gives quant_gemm's bits with xr in place of x.
- */
-int quant_rounds_once(uint32_t type);
-size_t quant_rounded_floats(int T, int cols);
-void quant_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
-void quant_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *xr, int T, float *out, size_t ldo);
-
-/*
- * For the kernels, the parts of xr: x's integers xq[t * cols + k] from
- * the first 64-byte boundary, their scales dx[t * nb + b] (nb = cols / 32
- * blocks), and each block's sum xsum[b * T + t], its integers' exact sum
- * times its scale (for the types whose weights have a minimum).
- */
-#define QUANT_LINES(floats) (((size_t)(floats) + 15) / 16 * 16)	/* in whole 64-byte lines */
-
-static inline int16_t *
-quant_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum)
-{
-	int16_t *xq = (int16_t *)(((uintptr_t)xr + 63) & ~(uintptr_t)63);
-
-	*dx = (float *)xq + QUANT_LINES((size_t)T * cols / 2);
-	*xsum = *dx + QUANT_LINES((size_t)T * (cols / 32));
-	return xq;
-}
-
-/*
- * After them, for kernels that put tokens in a vector's lanes (vnni.c,
- * for some T): x's integer pairs by groups of 16 tokens, dword
- * xl[((g * nb + b) * 16 + k) * 16 + t % 16] for pair k of block b of
- * token t of group g = t / 16, and their scales dxl[(g * nb + b) * 16 +
- * t % 16]; the lanes past T zero.
- */
-static inline int32_t *
-quant_rounded_lanes(const float *xr, int T, int cols, float **dxl)
-{
-	float *dx, *xsum;
-	size_t lanes = ((size_t)T + 15) / 16 * 16;
-
-	quant_rounded_parts(xr, T, cols, &dx, &xsum);
-	int32_t *xl = (int32_t *)(xsum + QUANT_LINES((size_t)T * (cols / 32)));
-	*dxl = (float *)xl + lanes * (size_t)(cols / 2);
-	return xl;
 }
 
 #endif

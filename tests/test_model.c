@@ -1199,7 +1199,7 @@ embeddings_pool_the_final_hidden_states(void)
 		CHECK(!err, "%s", llm_err());
 	}
 	logits = xmalloc((size_t)mm.c.vocab_size * sizeof *logits);
-	quant_gemm(mm.output.type, mm.output.data, mm.output.row_bytes, 0, mm.output.rows, D,
+	kernels_gemm(mm.output.type, mm.output.data, mm.output.row_bytes, 0, mm.output.rows, D,
 	    h + (size_t)(N - 1) * D, (size_t)D, 1, logits, (size_t)mm.c.vocab_size);
 	kv_clear(&kv);
 	want = fwd(&mm, &kv, ids, N, 0, MODEL_OUT_LAST, NULL, &err);

@@ -159,18 +159,18 @@ simd_kernels_give_the_portable_bits(void)
 			for (r = 0; r < ROWS; r++)
 				quantize_row(type, w + r * MAXC, q + r * rb, (size_t)cols);
 			kernels_set_isa(KERNELS_SCALAR);
-			quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &ref[0][0], ROWS);
+			kernels_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &ref[0][0], ROWS);
 			for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 				/* relative to the largest output, as the logits tests measure */
 				double worst = 0, scale = 0;
 				kernels_set_isa(isa);
-				quant_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
+				kernels_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++)
 						scale = worst_of(scale, fabs(ref[t][r]));
 				/* one token, all rows (decode's tiles of eight, then the rest): the batch's bits */
 				for (t = 0; t < T; t++) {
-					quant_gemm(type, q, rb, 0, ROWS, cols, x + t * MAXC, MAXC, 1, dec, ROWS);
+					kernels_gemm(type, q, rb, 0, ROWS, cols, x + t * MAXC, MAXC, 1, dec, ROWS);
 					for (r = 0; r < ROWS; r++)
 						CHECK(memcmp(&dec[r], &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) decoded differs",
 						    kernels_isa_name(isa), gguf_type_name(type), cols, r, t);
@@ -182,7 +182,7 @@ simd_kernels_give_the_portable_bits(void)
 						/* one row, one token: the same bits as in the batch */
 						if (t >= 11 && r % 8)
 							continue;
-						quant_gemm(type, q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
+						kernels_gemm(type, q + r * rb, rb, 0, 1, cols, x + t * MAXC, MAXC, 1, &one, 1);
 						CHECK(memcmp(&one, &got[t][r], 4) == 0, "%s %s cols %d: (%d,%d) alone differs",
 						    kernels_isa_name(isa), gguf_type_name(type), cols, r, t);
 					}
@@ -227,9 +227,9 @@ small_batches_give_each_token_its_bits(void)
 			for (i = 0; i < ROWS; i++)
 				quantize_row(type, w + i * COLS, q + i * rb, COLS);
 			for (k = 0; k < (int)(sizeof Ts / sizeof *Ts); k++) {
-				quant_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, Ts[k], got, ROWS);
+				kernels_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, Ts[k], got, ROWS);
 				for (bad = 0, t = 0; t < Ts[k]; t++) {
-					quant_gemm(type, q, rb, 0, ROWS, COLS, x + t * COLS, COLS, 1, one, ROWS);
+					kernels_gemm(type, q, rb, 0, ROWS, COLS, x + t * COLS, COLS, 1, one, ROWS);
 					for (i = 0; i < ROWS; i++)
 						bad += memcmp(&one[i], &got[t * ROWS + i], 4) != 0 || got[t * ROWS + i] != got[t * ROWS + i];
 				}
@@ -243,9 +243,9 @@ small_batches_give_each_token_its_bits(void)
 }
 
 /*
- * x rounded once (quant_round, its tokens in two pieces as two threads
- * share them) and products of row ranges (quant_gemm_rounded, as a
- * batch's claims or a token's parts) give quant_gemm's bits, for every
+ * x rounded once (kernels_round, its tokens in two pieces as two threads
+ * share them) and products of row ranges (kernels_gemm_rounded, as a
+ * batch's claims or a token's parts) give kernels_gemm's bits, for every
  * type that the kernels of each instruction set take rounded once, from
  * one rounding of x: a batch and one token.
  */
@@ -263,7 +263,7 @@ rounding_once_gives_the_same_bits(void)
 		w[i] = rnd();
 	for (i = 0; i < T * LDX; i++)
 		x[i] = rnd() * (i % 7 + 1);
-	xr = xmalloc(quant_rounded_floats(T, COLS) * sizeof *xr);
+	xr = xmalloc(kernels_rounded_floats(T, COLS) * sizeof *xr);
 	for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 		if (kernels_set_isa(isa) != 0)
 			continue;
@@ -271,19 +271,19 @@ rounding_once_gives_the_same_bits(void)
 			uint32_t type = all_types[ti];
 			size_t rb = quant_row_bytes(type, COLS);
 
-			if (!quant_rounds_once(type))
+			if (!kernels_rounds_once(type))
 				continue;
 			for (i = 0; i < ROWS; i++)
 				quantize_row(type, w + i * COLS, q + i * rb, COLS);
 			for (n = 1; n <= T; n += T - 1) {	/* one token, then the batch */
-				quant_gemm(type, q, rb, 0, ROWS, COLS, x, LDX, n, ref, ROWS);
-				quant_round(x, LDX, 0, n / 2, n, COLS, xr);
-				quant_round(x, LDX, n / 2, n, n, COLS, xr);
+				kernels_gemm(type, q, rb, 0, ROWS, COLS, x, LDX, n, ref, ROWS);
+				kernels_round(x, LDX, 0, n / 2, n, COLS, xr);
+				kernels_round(x, LDX, n / 2, n, n, COLS, xr);
 				for (i = 0; i < 4; i++)
-					quant_gemm_rounded(type, q, rb, cuts[i], cuts[i + 1], COLS, xr, n, got, ROWS);
+					kernels_gemm_rounded(type, q, rb, cuts[i], cuts[i + 1], COLS, xr, n, got, ROWS);
 				for (bad = 0, i = 0; i < n * ROWS; i++)
 					bad += memcmp(&ref[i], &got[i], sizeof *ref) != 0;
-				CHECK(bad == 0, "%s %s, %d tokens: %d of %d outputs differ from quant_gemm's",
+				CHECK(bad == 0, "%s %s, %d tokens: %d of %d outputs differ from kernels_gemm's",
 				    kernels_isa_name(isa), gguf_type_name(type), n, bad, n * ROWS);
 			}
 			checked++;
@@ -322,7 +322,7 @@ extreme_activations_stay_finite(void)
 				kernels_set_isa(isa);
 				for (i = 0; i < COLS; i++)	/* half the block at v, the rest 0 */
 					x[i] = i % 32 < 16 ? vals[vi] * (i % 2 ? -1 : 1) : 0;
-				quant_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, 1, out, ROWS);
+				kernels_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, 1, out, ROWS);
 				for (r = 0; r < ROWS; r++)
 					CHECK(isfinite(out[r]) && (vals[vi] > 0 || out[r] == 0) &&
 					    fabs(out[r]) <= 1e3 * vals[vi] * COLS,
@@ -554,7 +554,7 @@ gelu_is_the_tanh_form(void)
 int
 main(void)
 {
-	quant_init();
+	kernels_init();
 	TEST(hand_computed_blocks_dequantize_as_the_spec_says);
 	TEST(reference_quantizers_round_trip);
 	TEST(simd_kernels_give_the_portable_bits);

@@ -26,7 +26,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../gguf.h"
 #include "../quant.h"
 #include "simd.h"
 
@@ -38,7 +37,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "q8_0.h"
 
 #if defined(__clang__)
 #define UNROLL _Pragma("clang loop unroll(full)")
@@ -147,8 +145,8 @@ amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr
 		return;
 	}
 	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
-	xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
-	xa = (uint8_t *)quant_rounded_lanes(xr, T, cols, &dxl);
+	xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
+	xa = (uint8_t *)kernels_rounded_lanes(xr, T, cols, &dxl);
 	for (t = t0; t < (t1 == T ? lanes : t1); ) {
 		size_t g = (size_t)(t / 16) * nb;
 		if (t % 16 == 0 && t + 16 <= t1) {
@@ -278,7 +276,7 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 {
 	int nb = cols / 32, r, R, g;
 	float *dxl, *dw = scratch;
-	const uint8_t *xa = (const uint8_t *)quant_rounded_lanes(xr, T, cols, &dxl);
+	const uint8_t *xa = (const uint8_t *)kernels_rounded_lanes(xr, T, cols, &dxl);
 	uint8_t *stage = (uint8_t *)(((uintptr_t)(scratch + (size_t)16 * nb) + 63) & ~(uintptr_t)63);
 
 	if (!configured)
@@ -304,7 +302,7 @@ amx_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1,
 		simd_avx512vnni()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 		return;
 	}
-	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, quant_scratch(amx_floats(cols)));
+	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, kernels_scratch(amx_floats(cols)));
 }
 
 static void
@@ -318,8 +316,8 @@ amx_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int col
 		simd_avx512vnni()->gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
 		return;
 	}
-	n = quant_rounded_floats(T, cols);
-	xr = quant_scratch(n + amx_floats(cols));
+	n = simd_rounded_floats(T, cols);
+	xr = kernels_scratch(n + amx_floats(cols));
 	amx_round(x, ldx, 0, T, T, cols, xr);
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
 }

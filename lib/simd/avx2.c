@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gguf.h"
 #include "../quant.h"
 #include "simd.h"
 

@@ -1,7 +1,7 @@
 /*
  * simd.h: one kernel set per instruction set, behind one table that the
  * compiler checks against each set's definitions.  Private to lib/: the
- * rest of the library calls the kernels through kernels.h and quant.h.
+ * rest of the library calls the kernels through kernels.h.
  *
  * Each set lives in its own file, built with its instruction set's flags
  * (config.mk) and compiled to nothing but a NULL getter where the
@@ -18,11 +18,11 @@
 
 struct kernels {
 	const char *name;	/* as LLM_ISA names it */
-	/* quant_gemm (quant.h), and quant_rounds_x */
+	/* kernels_gemm (quant.h), and kernels_rounds_x */
 	void (*gemm)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
 	    const float *x, size_t ldx, int T, float *out, size_t ldo);
 	int (*rounds_x)(uint32_t type);
-	/* quant_round and quant_gemm_rounded; NULL where no type rounds x */
+	/* kernels_round and kernels_gemm_rounded; NULL where no type rounds x */
 	void (*round)(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
 	void (*gemm_rounded)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1,
 	    int cols, const float *xr, int T, float *out, size_t ldo);
@@ -49,8 +49,91 @@ const struct kernels *simd_amx(void);
 /* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers, scales and sums, no lanes */
 void simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
 
+/*
+ * A buffer of n floats that belongs to the calling thread, grown as needed
+ * and freed when the thread exits (kernels.c).
+ */
+float *kernels_scratch(size_t n);
+
+/*
+ * For the kernels, the parts of xr: x's integers xq[t * cols + k] from
+ * the first 64-byte boundary, their scales dx[t * nb + b] (nb = cols / 32
+ * blocks), and each block's sum xsum[b * T + t], its integers' exact sum
+ * times its scale (for the types whose weights have a minimum).
+ */
+#define KERNELS_LINES(floats) (((size_t)(floats) + 15) / 16 * 16)	/* in whole 64-byte lines */
+
+/* Floats of xr for T tokens of cols (kernels_rounded_floats, kernels.h). */
+static inline size_t
+simd_rounded_floats(int T, int cols)
+{
+	size_t lanes = ((size_t)T + 15) / 16 * 16;
+
+	/* kernels_rounded_parts' parts, kernels_rounded_lanes', and 16 floats to align them */
+	return KERNELS_LINES((size_t)T * cols / 2) + 2 * KERNELS_LINES((size_t)T * (cols / 32)) +
+	    lanes * (size_t)(cols / 2) + lanes * (size_t)(cols / 32) + 16;
+}
+
+static inline int16_t *
+kernels_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum)
+{
+	int16_t *xq = (int16_t *)(((uintptr_t)xr + 63) & ~(uintptr_t)63);
+
+	*dx = (float *)xq + KERNELS_LINES((size_t)T * cols / 2);
+	*xsum = *dx + KERNELS_LINES((size_t)T * (cols / 32));
+	return xq;
+}
+
+/*
+ * After them, for kernels that put tokens in a vector's lanes (vnni.c,
+ * for some T): x's integer pairs by groups of 16 tokens, dword
+ * xl[((g * nb + b) * 16 + k) * 16 + t % 16] for pair k of block b of
+ * token t of group g = t / 16, and their scales dxl[(g * nb + b) * 16 +
+ * t % 16]; the lanes past T zero.
+ */
+static inline int32_t *
+kernels_rounded_lanes(const float *xr, int T, int cols, float **dxl)
+{
+	float *dx, *xsum;
+	size_t lanes = ((size_t)T + 15) / 16 * 16;
+
+	kernels_rounded_parts(xr, T, cols, &dx, &xsum);
+	int32_t *xl = (int32_t *)(xsum + KERNELS_LINES((size_t)T * (cols / 32)));
+	*dxl = (float *)xl + lanes * (size_t)(cols / 2);
+	return xl;
+}
+
+
 /* The tables that the kernels share, filled by quant_init (quant.c). */
 extern float quant_f16_table[1 << 16];
 extern float quant_i8_table[256];
+
+/* For the AVX-512 q8_0 kernels (vnni.c, amx.c), in files built with AVX-512 and F16C. */
+#if defined(__AVX512F__) && defined(__F16C__)
+#include <immintrin.h>
+
+/*
+ * The f16 scales of R rows' blocks (blk in the first row, the next
+ * row_bytes on; 16 or fewer rows, the rest 0) as floats, in one gather:
+ * each block starts with its scale.  f16 to f32 is exact, as the table.
+ */
+static inline __attribute__((always_inline)) __m512
+q8_0_scales16(const char *blk, size_t row_bytes, int R)
+{
+	__m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+	    _mm512_set1_epi32((int)row_bytes));
+	float s[16];
+	int r;
+
+	if (row_bytes > INT32_MAX / 16) {	/* offsets past 32 bits (a file's absurd rows): one at a time */
+		for (r = 0; r < 16; r++)
+			s[r] = r < R ? _cvtsh_ss(((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->d) : 0.0f;
+		return _mm512_loadu_ps(s);
+	}
+	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(),
+	    (__mmask16)((1u << R) - 1), rows, blk, 1)));
+}
+
+#endif
 
 #endif

@@ -25,7 +25,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../gguf.h"
 #include "../quant.h"
 #include "simd.h"
 
@@ -33,7 +32,6 @@
     defined(__AVX512VNNI__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-#include "q8_0.h"
 
 #if defined(__clang__)
 #define UNROLL _Pragma("clang loop unroll(full)")
@@ -259,7 +257,7 @@ void
 simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
 	float *dx, *xsum;
-	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	int nb = cols / 32, t, b;
 
 	for (t = t0; t < t1; t++)
@@ -277,8 +275,8 @@ static void
 quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
 {
 	float *dx, *xsum, *dxl;
-	int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
-	int32_t *xl = quant_rounded_lanes(xr, T, cols, &dxl);
+	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
+	int32_t *xl = kernels_rounded_lanes(xr, T, cols, &dxl);
 	int nb = cols / 32, t, b, lanes = (T + 15) / 16 * 16;
 
 	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
@@ -377,7 +375,7 @@ lanes_rows(const char *wc, size_t row_bytes, int r0, int r1, int nb, const float
     float *out, size_t ldo, float *scratch)
 {
 	float *dxl, *dw = scratch;
-	const int32_t *xl = quant_rounded_lanes(xr, T, cols, &dxl);
+	const int32_t *xl = kernels_rounded_lanes(xr, T, cols, &dxl);
 	int16_t *wide = (int16_t *)(((uintptr_t)(scratch + 8 * nb) + 63) & ~(uintptr_t)63);
 	int g, r, n;
 
@@ -417,7 +415,7 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 {
 	int nb = cols / 32, r, n, p;
 	float *dx, *xsum, *scales;
-	const int16_t *xq = quant_rounded_parts(xr, T, cols, &dx, &xsum);
+	const int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	int32_t *panels;
 
 	if (in_lanes(T)) {
@@ -456,15 +454,15 @@ quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, 
 		return;
 	}
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo,
-	    T == 1 ? NULL : quant_scratch(pack_floats(cols)));
+	    T == 1 ? NULL : kernels_scratch(pack_floats(cols)));
 }
 
 static void
 quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	size_t n = quant_rounded_floats(T, cols);
-	float *xr = quant_scratch(n + pack_floats(cols));
+	size_t n = simd_rounded_floats(T, cols);
+	float *xr = kernels_scratch(n + pack_floats(cols));
 
 	quant_vnni_round(x, ldx, 0, T, T, cols, xr);
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
