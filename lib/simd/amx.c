@@ -246,7 +246,7 @@ rows16(const char *w, size_t row_bytes, int R, int nb, const uint8_t *xa, const 
 			n++;
 		}
 		if (fill)
-			_mm512_store_ps(dw + (size_t)b * 16, q8_0_scales16(w + (size_t)b * sizeof(struct block_q8_0),
+			_mm512_store_ps(dw + (size_t)b * 16, scales16(w + (size_t)b * sizeof(struct block_q8_0),
 			    row_bytes, R));
 		__m512 d = _mm512_load_ps(dxl + (size_t)b * 16);
 		UNROLL for (i = 0; i < 16; i++) {

@@ -23,8 +23,9 @@ typedef struct { __m256 lo, hi; } v16;
 
 #define VEC v16
 #define LANES 16
-#define ROWS 2	/* 2 rows by 3 tokens: 12 accumulators, the weights and a token in the 16 registers */
-#define TOKS 3
+#define ROWS 3	/* batch tiles of 3 rows by 4 tokens, a half chunk at a time (HALF8, tile.inc) */
+#define TOKS 4
+#define HALF8 1
 #define HALF_ROWS 2	/* f16 and bf16 decode: rows at a time */
 #define DECODE_ROWS 4	/* decode tiles of short rows */
 #define PREFIX quant_avx2_
@@ -76,6 +77,30 @@ tail_half(const uint16_t *p, int n, int bf)
 	memcpy(v, p, (size_t)n * sizeof *v);
 	return bf ? load_bf16(v) : load_f16(v);
 }
+
+/* 8 lanes, for the batch tiles' half-chunk passes: n < 8 elements, then zeros */
+static inline __attribute__((always_inline)) __m256
+tail8(const float *p, int n)
+{
+	float v[8] = { 0 };
+	memcpy(v, p, (size_t)n * sizeof *v);
+	return _mm256_loadu_ps(v);
+}
+
+static inline __attribute__((always_inline)) __m256
+tail8_half(const uint16_t *p, int n, int bf)
+{
+	uint16_t v[8] = { 0 };
+	memcpy(v, p, (size_t)n * sizeof *v);
+	return bf ? BF16_8(v) : F16_8(v);
+}
+
+#define LOAD8_F32(row, k) _mm256_loadu_ps((const float *)(row) + (k))
+#define LOAD8_F32_TAIL(row, k, n) tail8((const float *)(row) + (k), n)
+#define LOAD8_F16(row, k) F16_8((const uint16_t *)(row) + (k))
+#define LOAD8_F16_TAIL(row, k, n) tail8_half((const uint16_t *)(row) + (k), n, 0)
+#define LOAD8_BF16(row, k) BF16_8((const uint16_t *)(row) + (k))
+#define LOAD8_BF16_TAIL(row, k, n) tail8_half((const uint16_t *)(row) + (k), n, 1)
 
 #define V2(op, a, b) v16_of(op((a).lo, (b).lo), op((a).hi, (b).hi))
 #define ZERO() v16_of(_mm256_setzero_ps(), _mm256_setzero_ps())

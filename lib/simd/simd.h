@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct kernels {
 	const char *name;	/* as LLM_ISA names it */
@@ -113,12 +114,12 @@ extern float quant_i8_table[256];
 #include <immintrin.h>
 
 /*
- * The f16 scales of R rows' blocks (blk in the first row, the next
- * row_bytes on; 16 or fewer rows, the rest 0) as floats, in one gather:
- * each block starts with its scale.  f16 to f32 is exact, as the table.
+ * The f16 scales of R rows' blocks (at blk in the first row, the next
+ * row_bytes on; 16 or fewer rows, the rest 0) as floats, in one gather.
+ * f16 to f32 is exact, as the table.
  */
 static inline __attribute__((always_inline)) __m512
-q8_0_scales16(const char *blk, size_t row_bytes, int R)
+scales16(const char *blk, size_t row_bytes, int R)
 {
 	__m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
 	    _mm512_set1_epi32((int)row_bytes));
@@ -127,7 +128,7 @@ q8_0_scales16(const char *blk, size_t row_bytes, int R)
 
 	if (row_bytes > INT32_MAX / 16) {	/* offsets past 32 bits (a file's absurd rows): one at a time */
 		for (r = 0; r < 16; r++)
-			s[r] = r < R ? _cvtsh_ss(((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->d) : 0.0f;
+			{ uint16_t d; memcpy(&d, blk + (size_t)r * row_bytes, 2); s[r] = r < R ? _cvtsh_ss(d) : 0.0f; }
 		return _mm512_loadu_ps(s);
 	}
 	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(),

@@ -40,6 +40,10 @@
 #endif
 
 #define MASK(n) ((__mmask16)((1u << (n)) - 1))
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#define PREFIX quant_vnni_
+#include "iload.inc"
 #define PANELS 3	/* a batch tile: 3 panels of 16 rows by 4 tokens, 24 accumulators */
 #define TOKS 4
 
@@ -58,35 +62,21 @@ round_x(const float *x, int16_t *q)
 	return amax / 32767.0f;
 }
 
-/* Row i's products with x's block (lo, hi) in 8 int32 lanes; 0 past R rows. */
-static inline __attribute__((always_inline)) __m256i
-row_dot(const char *blk, size_t row_bytes, int i, int R, __m256i lo, __m256i hi)
-{
-	const int8_t *q;
-
-	if (i >= R)
-		return _mm256_setzero_si256();
-	q = ((const struct block_q8_0 *)(blk + (size_t)i * row_bytes))->qs;
-	return _mm256_dpwssd_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q)), lo),
-	    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + 16))), hi);
-}
-
 /*
- * Lane r = the sum of row r's products, r < 16, by horizontal adds of
- * rows as they come (an array of 16 was spilled to the stack): pairs give
- * each 128-bit half [row 0 lanes 0+1, 2+3, row 1 lanes 0+1, 2+3], pairs of
- * those each half's sums of four rows, and the halves added eight rows.
+ * Lane r = the sum of p[r]'s 8 lanes, r < 16, by horizontal adds (an
+ * integer sum: any order is exact): pairs give each 128-bit half [row 0
+ * lanes 0+1, 2+3, row 1 lanes 0+1, 2+3], pairs of those each half's sums
+ * of four rows, and the halves added eight rows.
  */
 static inline __attribute__((always_inline)) __m512i
-block_sums(const char *blk, size_t row_bytes, int R, __m256i lo, __m256i hi)
+sums16(const __m256i *p)
 {
 	__m256i a[4], b[2], c[2];
 	int h, i;
 
 	UNROLL for (h = 0; h < 2; h++) {
 		UNROLL for (i = 0; i < 4; i++)
-			a[i] = _mm256_hadd_epi32(row_dot(blk, row_bytes, 8 * h + 2 * i, R, lo, hi),
-			    row_dot(blk, row_bytes, 8 * h + 2 * i + 1, R, lo, hi));
+			a[i] = _mm256_hadd_epi32(p[8 * h + 2 * i], p[8 * h + 2 * i + 1]);
 		b[0] = _mm256_hadd_epi32(a[0], a[1]);
 		b[1] = _mm256_hadd_epi32(a[2], a[3]);
 		c[h] = _mm256_add_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
@@ -96,75 +86,63 @@ block_sums(const char *blk, size_t row_bytes, int R, __m256i lo, __m256i hi)
 }
 
 /*
- * Decode: R rows (16, or fewer at the end) against one token.  The rows
- * after next are fetched a few lines a block, in address order, as in
- * the f32 tiles (the hardware prefetcher does not follow 16 rows read
- * side by side).
+ * 16 rows' blocks of 32 int16 (v[r]) into a panel's block: pair k of
+ * row r (two int16, a 32-bit lane) at dwords k * 16 + r, by a 16x16
+ * transpose.
  */
 static inline __attribute__((always_inline)) void
-decode_rows(const char *w, size_t row_bytes, int R, int nb, const int16_t *xq, const float *dx,
-    float *out, int fetch)
+transpose16(__m512i *v, int32_t *panel)
 {
-	__m512 acc = _mm512_setzero_ps();
-	const char *ahead = w + (size_t)2 * 16 * row_bytes, *end = ahead + (size_t)16 * row_bytes;
-	int lines = (int)(((size_t)16 * row_bytes / 64 + (size_t)nb) / (size_t)nb);
-	int b, l;
+	__m512i a[16], t[16], d0, d1, e0, e1;
+	int i, c;
 
-	for (b = 0; b < nb; b++) {
-		const char *blk = w + (size_t)b * sizeof(struct block_q8_0);
-		__m256i lo = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
-		__m256i hi = _mm256_loadu_si256((const __m256i *)(xq + 32 * b + 16));
-
-		for (l = 0; fetch && l < lines && ahead < end; l++, ahead += 64)
-			_mm_prefetch(ahead, _MM_HINT_T1);
-		acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block_sums(blk, row_bytes, R, lo, hi)),
-		    _mm512_mul_ps(q8_0_scales16(blk, row_bytes, R), _mm512_set1_ps(dx[b])), acc);
+	/* 32-bit then 64-bit interleaves within 128-bit lanes, then whole lanes */
+	UNROLL for (i = 0; i < 8; i++) {
+		a[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+		a[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
 	}
-	_mm512_mask_storeu_ps(out, MASK(R), acc);
+	UNROLL for (i = 0; i < 4; i++) {
+		t[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+		t[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+		t[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+		t[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+	}
+	UNROLL for (c = 0; c < 4; c++) {
+		d0 = _mm512_shuffle_i32x4(t[c], t[4 + c], 0x44);
+		d1 = _mm512_shuffle_i32x4(t[c], t[4 + c], 0xee);
+		e0 = _mm512_shuffle_i32x4(t[8 + c], t[12 + c], 0x44);
+		e1 = _mm512_shuffle_i32x4(t[8 + c], t[12 + c], 0xee);
+		v[c] = _mm512_shuffle_i32x4(d0, e0, 0x88);
+		v[4 + c] = _mm512_shuffle_i32x4(d0, e0, 0xdd);
+		v[8 + c] = _mm512_shuffle_i32x4(d1, e1, 0x88);
+		v[12 + c] = _mm512_shuffle_i32x4(d1, e1, 0xdd);
+	}
+	UNROLL for (i = 0; i < 16; i++)
+		_mm512_store_si512(panel + (size_t)i * 16, v[i]);
 }
 
 /*
- * Up to 16 rows to a panel: block b's pair k of row r (two int16, a
- * 32-bit lane) at dwords (b * 16 + k) * 16 + r, by a 16x16 transpose of
- * the widened rows; the rows' scales at scale[b * 16 + r].  Missing rows
- * are zeros.
+ * The minimums' chains, for the types that have them: out[t * ldo + r]
+ * += the chain over b of fma(m[r * nb + b], xsum[b * T + t], p) from 0,
+ * R rows, 16 tokens a vector.
  */
 static void
-pack_panel(const char *w, size_t row_bytes, int R, int nb, int32_t *panel, float *scale)
+mins_along_tokens(const float *m, int R, int nb, const float *xsum, int T, float *out, size_t ldo)
 {
-	__m512i v[16], a[16], t[16], d0, d1, e0, e1;
-	int b, r, i, c;
+	float lane[16];
+	int r, t, b, j, n;
 
-	for (b = 0; b < nb; b++) {
-		const char *blk = w + (size_t)b * sizeof(struct block_q8_0);
-		UNROLL for (r = 0; r < 16; r++)
-			v[r] = r < R ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)
-			    ((const struct block_q8_0 *)(blk + (size_t)r * row_bytes))->qs)) : _mm512_setzero_si512();
-		_mm512_store_ps(scale + (size_t)b * 16, q8_0_scales16(blk, row_bytes, R));
-		/* 32-bit then 64-bit interleaves within 128-bit lanes, then whole lanes */
-		UNROLL for (i = 0; i < 8; i++) {
-			a[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
-			a[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+	for (r = 0; r < R; r++)
+		for (t = 0; t < T; t += 16) {
+			__m512 p = _mm512_setzero_ps();
+			n = T - t < 16 ? T - t : 16;
+			for (b = 0; b < nb; b++)
+				p = _mm512_fmadd_ps(_mm512_set1_ps(m[(size_t)r * nb + b]),
+				    _mm512_maskz_loadu_ps(MASK(n), xsum + (size_t)b * T + t), p);
+			_mm512_storeu_ps(lane, p);
+			for (j = 0; j < n; j++)
+				out[(size_t)(t + j) * ldo + r] += lane[j];
 		}
-		UNROLL for (i = 0; i < 4; i++) {
-			t[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
-			t[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
-			t[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
-			t[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
-		}
-		UNROLL for (c = 0; c < 4; c++) {
-			d0 = _mm512_shuffle_i32x4(t[c], t[4 + c], 0x44);
-			d1 = _mm512_shuffle_i32x4(t[c], t[4 + c], 0xee);
-			e0 = _mm512_shuffle_i32x4(t[8 + c], t[12 + c], 0x44);
-			e1 = _mm512_shuffle_i32x4(t[8 + c], t[12 + c], 0xee);
-			v[c] = _mm512_shuffle_i32x4(d0, e0, 0x88);
-			v[4 + c] = _mm512_shuffle_i32x4(d0, e0, 0xdd);
-			v[8 + c] = _mm512_shuffle_i32x4(d1, e1, 0x88);
-			v[12 + c] = _mm512_shuffle_i32x4(d1, e1, 0xdd);
-		}
-		UNROLL for (i = 0; i < 16; i++)
-			_mm512_store_si512(panel + ((size_t)b * 16 + i) * 16, v[i]);
-	}
 }
 
 /*
@@ -297,25 +275,6 @@ quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, fl
 }
 
 /*
- * R rows' weights widened to int16, [r][cols], and their scales [r][nb]:
- * not inlined, so that the tile reads each pair from memory as an
- * operand broadcast to the lanes (held in registers, the pairs took a
- * shuffle each).
- */
-static __attribute__((noinline)) void
-widen_rows(const char *w, size_t row_bytes, int R, int nb, int16_t *wide, float *dw)
-{
-	for (int r = 0; r < R; r++)
-		for (int b = 0; b < nb; b++) {
-			const struct block_q8_0 *blk = (const struct block_q8_0 *)(w + (size_t)r * row_bytes +
-			    (size_t)b * sizeof(struct block_q8_0));
-			_mm512_store_si512(wide + ((size_t)r * nb + b) * 32,
-			    _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)blk->qs)));
-			dw[r * nb + b] = _cvtsh_ss(blk->d);
-		}
-}
-
-/*
  * acc + the products of x's pairs with the pair at p in every lane, the
  * pair an operand broadcast from memory ({1to16}): the compilers load it
  * into a register first, an instruction more for each vpdpwssd.
@@ -369,120 +328,132 @@ lanes_tile(const int16_t *wide, const float *dw, int R, int nb, const int32_t *x
 			out[(size_t)t * ldo + r] = tile[r][t];
 }
 
-/* Rows [r0, r1) against T tokens in the lanes, 16 at a time; wide: 8 rows' scratch. */
+/* R (8, 4 or 1) widened rows against T tokens in the lanes, 16 at a time */
 static void
-lanes_rows(const char *wc, size_t row_bytes, int r0, int r1, int nb, const float *xr, int T, int cols,
-    float *out, size_t ldo, float *scratch)
+lanes_rows(const int16_t *wide, const float *dw, int R, int nb, const int32_t *xl, const float *dxl, int T,
+    float *out, size_t ldo)
 {
-	float *dxl, *dw = scratch;
-	const int32_t *xl = kernels_rounded_lanes(xr, T, cols, &dxl);
-	int16_t *wide = (int16_t *)(((uintptr_t)(scratch + 8 * nb) + 63) & ~(uintptr_t)63);
-	int g, r, n;
-
-	for (r = r0; r < r1; r += n) {
-		n = r1 - r < 8 ? (r1 - r < 4 ? 1 : 4) : 8;
-		widen_rows(wc + (size_t)r * row_bytes, row_bytes, n, nb, wide, dw);
-		/* the next rows come from memory while these compute */
-		for (size_t a = 0; r + n < r1 && a < (size_t)8 * row_bytes; a += 64)
-			_mm_prefetch(wc + (size_t)(r + n) * row_bytes + a, _MM_HINT_T1);
-		for (g = 0; g < (T + 15) / 16; g++) {
-			const int32_t *xg = xl + (size_t)g * nb * 256;
-			const float *dg = dxl + (size_t)g * nb * 16;
-			int tokens = T - 16 * g < 16 ? T - 16 * g : 16;
-			float *og = out + (size_t)16 * g * ldo + r;
-			switch (n) {
-			case 8: lanes_tile(wide, dw, 8, nb, xg, dg, og, ldo, tokens); break;
-			case 4: lanes_tile(wide, dw, 4, nb, xg, dg, og, ldo, tokens); break;
-			default: lanes_tile(wide, dw, 1, nb, xg, dg, og, ldo, tokens); break;
-			}
+	for (int g = 0; g < (T + 15) / 16; g++) {
+		const int32_t *xg = xl + (size_t)g * nb * 256;
+		const float *dg = dxl + (size_t)g * nb * 16;
+		int tokens = T - 16 * g < 16 ? T - 16 * g : 16;
+		float *og = out + (size_t)16 * g * ldo;
+		switch (R) {
+		case 8: lanes_tile(wide, dw, 8, nb, xg, dg, og, ldo, tokens); break;
+		case 4: lanes_tile(wide, dw, 4, nb, xg, dg, og, ldo, tokens); break;
+		default: lanes_tile(wide, dw, 1, nb, xg, dg, og, ldo, tokens); break;
 		}
 	}
 }
 
-/* Floats of scratch a batch's tile takes: its panels and their scales, or 8 widened rows. */
+/*
+ * Floats of scratch a batch takes: its panels, their scales and minimums,
+ * or 8 widened rows with their scales and minimums.
+ */
 static size_t
 pack_floats(int cols)
 {
-	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16) + 16;
-	size_t lanes = (size_t)8 * (cols / 32) + (size_t)8 * cols / 2 + 16;
+	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16 + 16) + 16;
+	size_t lanes = (size_t)16 * (cols / 32) + (size_t)8 * cols / 2 + 16;
 
 	return panels > lanes ? panels : lanes;
 }
 
-static void
-gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const float *xr, int T,
-    float *out, size_t ldo, float *pack)
-{
-	int nb = cols / 32, r, n, p;
-	float *dx, *xsum, *scales;
-	const int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
-	int32_t *panels;
+/* The products of every block type, one instance of vblock.inc a type;
+ * VD_OFF(b): where block b's f16 scale d lies in a row */
+#define BLOCK_TYPES(X) X(GGML_Q8_0, q8_0) X(GGML_Q4_0, q4_0) X(GGML_Q4_1, q4_1) \
+	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K)
+#define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q8_0))
+#define ITYPE q8_0
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q4_0))
+#define ITYPE q4_0
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q4_1))
+#define ITYPE q4_1
+#define HAS_MIN 1
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q5_0))
+#define ITYPE q5_0
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q5_1))
+#define ITYPE q5_1
+#define HAS_MIN 1
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q4_K))
+#define ITYPE q4_K
+#define HAS_MIN 1
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q5_K))
+#define ITYPE q5_K
+#define HAS_MIN 1
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q6_K) + offsetof(struct block_q6_K, d))
+#define ITYPE q6_K
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
 
-	if (in_lanes(T)) {
-		lanes_rows(wc, row_bytes, r0, r1, nb, xr, T, cols, out, ldo, pack);
-		return;
+static void
+vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo, float *pack)
+{
+#define VGEMM_BY(ID, TY) case ID: CAT(vgemm_, TY)(w, row_bytes, r0, r1, cols, xr, T, out, ldo, pack); break;
+	switch (type) {
+	BLOCK_TYPES(VGEMM_BY)
 	}
-	/* one token: rows as they lie (two tokens packed run 25% faster than one at a time) */
-	if (T == 1) {
-		for (r = r0; r + 16 <= r1; r += 16)
-			decode_rows(wc + (size_t)r * row_bytes, row_bytes, 16, nb, xq, dx, out + r, 1);
-		if (r < r1)
-			decode_rows(wc + (size_t)r * row_bytes, row_bytes, r1 - r, nb, xq, dx, out + r, 0);
-		return;
-	}
-	panels = (int32_t *)(((uintptr_t)pack + 63) & ~(uintptr_t)63);
-	scales = (float *)(panels + (size_t)PANELS * nb * 256);
-	for (r = r0; r < r1; r += n) {
-		n = r1 - r < 16 * PANELS ? r1 - r : 16 * PANELS;
-		for (p = 0; 16 * p < n; p++)
-			pack_panel(wc + (size_t)(r + 16 * p) * row_bytes, row_bytes, n - 16 * p < 16 ? n - 16 * p : 16,
-			    nb, panels + (size_t)p * nb * 256, scales + (size_t)p * nb * 16);
-		/* the next tile's rows come from memory while this one computes */
-		if (r + n < r1)
-			for (size_t a = 0; a < (size_t)n * row_bytes; a += 64)
-				_mm_prefetch(wc + (size_t)(r + n) * row_bytes + a, _MM_HINT_T1);
-		batch_rows(panels, scales, n, nb, xq, (size_t)cols, dx, T, out + r, ldo);
-	}
+#undef VGEMM_BY
 }
 
 static void
 quant_vnni_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
-	if (type != GGML_Q8_0) {
-		simd_avx512()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
-		return;
-	}
-	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo,
-	    T == 1 ? NULL : kernels_scratch(pack_floats(cols)));
+	vnni_gemm_by_type(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo, kernels_scratch(pack_floats(cols)));
 }
 
-static void
-quant_vnni_gemm_q8_0(const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	size_t n = simd_rounded_floats(T, cols);
-	float *xr = kernels_scratch(n + pack_floats(cols));
-
-	quant_vnni_round(x, ldx, 0, T, T, cols, xr);
-	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
-}
-
-/* avx512's kernels, but q8_0 products by the block-sum rule */
+/* avx512's kernels, but the block types' products by these */
 static void
 vnni_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *x, size_t ldx, int T, float *out, size_t ldo)
 {
-	if (type == GGML_Q8_0)
-		quant_vnni_gemm_q8_0(w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-	else
-		simd_avx512()->gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-}
+	size_t n;
+	float *xr;
 
-static int
-vnni_rounds_x(uint32_t type)
-{
-	return type == GGML_Q8_0 || simd_avx512()->rounds_x(type);
+	if (type == GGML_F32 || type == GGML_F16 || type == GGML_BF16) {
+		simd_avx512()->gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
+		return;
+	}
+	n = simd_rounded_floats(T, cols);
+	xr = kernels_scratch(n + pack_floats(cols));
+	quant_vnni_round(x, ldx, 0, T, T, cols, xr);
+	vnni_gemm_by_type(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
 }
 
 const struct kernels *
@@ -497,7 +468,6 @@ simd_avx512vnni(void)
 	if (!k.name) {
 		k = *base;
 		k.gemm = vnni_gemm;
-		k.rounds_x = vnni_rounds_x;
 		k.round = quant_vnni_round;
 		k.gemm_rounded = quant_vnni_gemm_rounded;
 		k.name = "avx512vnni";
