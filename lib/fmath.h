@@ -24,9 +24,12 @@
  * exp(x) as in Cephes: x clamped to [-87.3, 88] (a NaN becomes -87.3, as
  * the vector max and min instructions give), n = x log2(e) rounded to
  * the nearest integer, ties to even; r = x - n ln 2 in two steps (ln 2
- * as 0.693359375, exact in 9 bits, less 2.12194440e-4); a degree-6
- * polynomial for e^r by Horner's rule in fused multiply-adds; times 2^n,
- * made from its exponent bits.  Relative error about 2e-7.
+ * as 0.693359375, exact in 9 bits, so n times it is exact, less
+ * 2.12194440e-4); a degree-6 polynomial for e^r by Horner's rule; times
+ * 2^n, made from its exponent bits.  Plain multiplications and additions,
+ * no fused ones: portable C without an FMA instruction would call the C
+ * library's fmaf for each (the sampler takes an exp a vocabulary entry).
+ * Relative error about 2e-7.
  */
 static inline float
 fmath_expf(float x)
@@ -38,15 +41,15 @@ fmath_expf(float x)
 	x = x < 88.0f ? x : 88.0f;
 	/* |x log2 e| < 2^22: adding and taking away 1.5 * 2^23 rounds it to an integer, ties to even */
 	n = (x * 1.44269504089f + 12582912.0f) - 12582912.0f;
-	r = fmaf(-n, 0.693359375f, x);
-	r = fmaf(-n, -2.12194440e-4f, r);
+	r = x - n * 0.693359375f;
+	r = r - n * -2.12194440e-4f;
 	p = 1.9875691500e-4f;
-	p = fmaf(p, r, 1.3981999507e-3f);
-	p = fmaf(p, r, 8.3334519073e-3f);
-	p = fmaf(p, r, 4.1665795894e-2f);
-	p = fmaf(p, r, 1.6666665459e-1f);
-	p = fmaf(p, r, 5.0000001201e-1f);
-	p = fmaf(p * r, r, r + 1.0f);
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + (r + 1.0f);
 	bits = (uint32_t)((int32_t)n + 127) << 23;	/* -126 <= n <= 127 */
 	memcpy(&two_n, &bits, sizeof two_n);
 	return p * two_n;
@@ -66,13 +69,13 @@ fmath_tanhf(float y)
 	if (a < 0.5f) {
 		a2 = a * a;
 		p = -1.4558343871e-3f;
-		p = fmaf(p, a2, 3.5921280366e-3f);
-		p = fmaf(p, a2, -8.8632355299e-3f);
-		p = fmaf(p, a2, 2.1869488536e-2f);
-		p = fmaf(p, a2, -5.3968253968e-2f);
-		p = fmaf(p, a2, 1.3333333333e-1f);
-		p = fmaf(p, a2, -3.3333333333e-1f);
-		t = fmaf(a * a2, p, a);
+		p = p * a2 + 3.5921280366e-3f;
+		p = p * a2 + -8.8632355299e-3f;
+		p = p * a2 + 2.1869488536e-2f;
+		p = p * a2 + -5.3968253968e-2f;
+		p = p * a2 + 1.3333333333e-1f;
+		p = p * a2 + -3.3333333333e-1f;
+		t = a * a2 * p + a;
 	} else {
 		t = 1.0f - 2.0f / (fmath_expf(2.0f * a) + 1.0f);
 	}

@@ -137,7 +137,7 @@ is_float_type(uint32_t type)
 
 /* Tokens [t0, t1) of x rounded into xr's parts (kernels_rounded_parts), with the blocks' x sums. */
 static void
-scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	float *dx, *xsum;
 	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
@@ -148,9 +148,10 @@ scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float 
 			int16_t *q = xq + (size_t)t * cols + 32 * b;
 			float d = quant_round_block(x + (size_t)t * ldx + 32 * b, q);
 			dx[(size_t)t * nb + b] = d;
-			for (sum = 0, i = 0; i < 32; i++)
+			for (sum = 0, i = 0; sums && i < 32; i++)
 				sum += q[i];
-			xsum[(size_t)b * T + t] = d * (float)sum;
+			if (sums)
+				xsum[(size_t)b * T + t] = d * (float)sum;
 		}
 }
 
@@ -197,7 +198,7 @@ scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int 
 
 	if (!is_float_type(type)) {
 		float *xr = kernels_scratch(kernels_rounded_floats(T, cols));
-		scalar_round(x, ldx, 0, T, T, cols, xr);
+		scalar_round(x, ldx, 0, T, T, cols, xr, quant_has_min(type));
 		scalar_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 		return;
 	}
@@ -470,10 +471,10 @@ kernels_rounded_floats(int T, int cols)
 }
 
 void
-kernels_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+kernels_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	if (k->round)
-		k->round(x, ldx, t0, t1, T, cols, xr);
+		k->round(x, ldx, t0, t1, T, cols, xr, sums);
 }
 
 void

@@ -50,12 +50,13 @@ int kernels_rounds_x(uint32_t type);
  * several threads, a token's rows in parts): kernels_rounds_once says which
  * types take it, all those kernels_rounds_x names, for one rounding serves
  * every type.  xr holds kernels_rounded_floats(T, cols) floats; kernels_round
- * fills tokens [t0, t1) of it (threads may share the tokens out), and
+ * fills tokens [t0, t1) of it (threads may share the tokens out; with sums,
+ * the blocks' x sums that the types with a minimum take), and
  * kernels_gemm_rounded then gives kernels_gemm's bits with xr in place of x.
  */
 int kernels_rounds_once(uint32_t type);
 size_t kernels_rounded_floats(int T, int cols);
-void kernels_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+void kernels_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums);
 void kernels_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo);
 

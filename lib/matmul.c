@@ -52,6 +52,7 @@ struct matmul_job {
 	const float *x;
 	size_t ldx;
 	const float *xr;	/* x rounded once, for the types that take it, or NULL */
+	int sums;		/* whether xr needs the blocks' x sums (a type with a minimum) */
 	size_t xr_group;	/* floats of xr a group's tokens take */
 	int T;
 	int groups;		/* a batch's groups of tokens: 1, or a thread's each */
@@ -179,13 +180,13 @@ round_worker(void *arg, int ith, int nth)
 
 	if (job->groups == 1) {	/* the threads share the tokens out */
 		kernels_round(job->x, job->ldx, job->T * ith / nth, job->T * (ith + 1) / nth, job->T,
-		    job->mv[0].w->cols, (float *)job->xr);
+		    job->mv[0].w->cols, (float *)job->xr, job->sums);
 		return;
 	}
 	for (g = ith; g < job->groups; g += nth) {
 		T = group_tokens(job, g, &t0);
 		kernels_round(job->x + (size_t)t0 * job->ldx, job->ldx, 0, T, T, job->mv[0].w->cols,
-		    (float *)job->xr + job->xr_group * g);
+		    (float *)job->xr + job->xr_group * g, job->sums);
 	}
 }
 
@@ -203,6 +204,7 @@ matmul(struct pool *pool, struct matmul_scratch *sc, const struct matvec *mv, in
 	for (i = 0; i < n; i++) {
 		job.total_rows += mv[i].w->rows;
 		once |= kernels_rounds_once(mv[i].w->type);
+		job.sums |= quant_has_min(mv[i].w->type);
 	}
 	/*
 	 * Products that round x take it rounded once, not once a claim:

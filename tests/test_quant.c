@@ -277,8 +277,8 @@ rounding_once_gives_the_same_bits(void)
 				quantize_row(type, w + i * COLS, q + i * rb, COLS);
 			for (n = 1; n <= T; n += T - 1) {	/* one token, then the batch */
 				kernels_gemm(type, q, rb, 0, ROWS, COLS, x, LDX, n, ref, ROWS);
-				kernels_round(x, LDX, 0, n / 2, n, COLS, xr);
-				kernels_round(x, LDX, n / 2, n, n, COLS, xr);
+				kernels_round(x, LDX, 0, n / 2, n, COLS, xr, quant_has_min(type));
+				kernels_round(x, LDX, n / 2, n, n, COLS, xr, quant_has_min(type));
 				for (i = 0; i < 4; i++)
 					kernels_gemm_rounded(type, q, rb, cuts[i], cuts[i + 1], COLS, xr, n, got, ROWS);
 				for (bad = 0, i = 0; i < n * ROWS; i++)

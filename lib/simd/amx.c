@@ -132,7 +132,7 @@ transpose_tile(const __m512i d[8], uint8_t *out)
  * others a token at a time (4-byte stores: 2-4% of a prompt).
  */
 static void
-amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	float *dx, *xsum, *dxl;
 	int16_t *xq;
@@ -141,10 +141,10 @@ amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr
 	__m256i h[16], l[16];
 
 	if (T < AMX_MIN) {
-		simd_avx512vnni()->round(x, ldx, t0, t1, T, cols, xr);
+		simd_avx512vnni()->round(x, ldx, t0, t1, T, cols, xr, sums);
 		return;
 	}
-	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
+	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr, sums);
 	xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	xa = (uint8_t *)kernels_rounded_lanes(xr, T, cols, &dxl);
 	for (t = t0; t < (t1 == T ? lanes : t1); ) {
@@ -318,7 +318,7 @@ amx_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int col
 	}
 	n = simd_rounded_floats(T, cols);
 	xr = kernels_scratch(n + amx_floats(cols));
-	amx_round(x, ldx, 0, T, T, cols, xr);
+	amx_round(x, ldx, 0, T, T, cols, xr, 0);
 	gemm_rounded(w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
 }
 

@@ -24,7 +24,7 @@ struct kernels {
 	    const float *x, size_t ldx, int T, float *out, size_t ldo);
 	int (*rounds_x)(uint32_t type);
 	/* kernels_round and kernels_gemm_rounded; NULL where no type rounds x */
-	void (*round)(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+	void (*round)(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums);
 	void (*gemm_rounded)(uint32_t type, const void *w, size_t row_bytes, int r0, int r1,
 	    int cols, const float *xr, int T, float *out, size_t ldo);
 	/* the attention kernels of kernels.h */
@@ -47,8 +47,8 @@ const struct kernels *simd_avx512(void);
 const struct kernels *simd_avx512vnni(void);
 /* avx512vnni's, with q8_0 batches by AMX's tile multiplies (amx.c) */
 const struct kernels *simd_amx(void);
-/* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers, scales and sums, no lanes */
-void simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr);
+/* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers, scales and (if sums) sums, no lanes */
+void simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums);
 
 /*
  * A buffer of n floats that belongs to the calling thread, grown as needed

@@ -232,7 +232,7 @@ in_lanes(int T)
 }
 
 void
-simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	float *dx, *xsum;
 	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
@@ -242,22 +242,23 @@ simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int co
 		for (b = 0; b < nb; b++) {
 			int16_t *q = xq + (size_t)t * cols + 32 * b;
 			float d = round_x(x + (size_t)t * ldx + 32 * b, q);
-			/* the blocks' x sums, for the types whose weights have a minimum */
-			int s = _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_loadu_si512(q), _mm512_set1_epi16(1)));
 			dx[(size_t)t * nb + b] = d;
-			xsum[(size_t)b * T + t] = d * (float)s;
+			/* the blocks' x sums, for the types whose weights have a minimum */
+			if (sums)
+				xsum[(size_t)b * T + t] = d * (float)_mm512_reduce_add_epi32(_mm512_madd_epi16(
+				    _mm512_loadu_si512(q), _mm512_set1_epi16(1)));
 		}
 }
 
 static void
-quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr)
+quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	float *dx, *xsum, *dxl;
 	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	int32_t *xl = kernels_rounded_lanes(xr, T, cols, &dxl);
 	int nb = cols / 32, t, b, lanes = (T + 15) / 16 * 16;
 
-	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr);
+	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr, sums);
 	if (!in_lanes(T))
 		return;
 	/* the same integers and scales by groups of 16 tokens, pair by pair; the lanes past T zero */
@@ -360,13 +361,16 @@ pack_floats(int cols)
 }
 
 /* The products of every block type, one instance of vblock.inc a type;
- * VD_OFF(b): where block b's f16 scale d lies in a row */
+ * VD_OFF(b): where block b's f16 scale d lies in a row; VZLOAD, where
+ * defined, a block's weights widened in one instruction */
 #define BLOCK_TYPES(X) X(GGML_Q8_0, q8_0) X(GGML_Q4_0, q4_0) X(GGML_Q4_1, q4_1) \
 	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K)
 #define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q8_0))
+#define VZLOAD(row, b) _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)(row) + (b))->qs))
 #define ITYPE q8_0
 #define HAS_MIN 0
 #include "vblock.inc"
+#undef VZLOAD
 #undef ITYPE
 #undef HAS_MIN
 #undef VD_OFF
@@ -452,7 +456,7 @@ vnni_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int co
 	}
 	n = simd_rounded_floats(T, cols);
 	xr = kernels_scratch(n + pack_floats(cols));
-	quant_vnni_round(x, ldx, 0, T, T, cols, xr);
+	quant_vnni_round(x, ldx, 0, T, T, cols, xr, quant_has_min(type));
 	vnni_gemm_by_type(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
 }
 
