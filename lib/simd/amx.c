@@ -123,13 +123,14 @@ transpose_tile(const __m512i d[8], uint8_t *out)
 }
 
 /*
- * The layout of x for the tiles, in xr's lanes part (quant.h), which
- * avx512vnni's lanes would take: for group g of 16 tokens and block b,
- * 1024 bytes at ((g * nb + b) * 1024): the high bytes, row j holding x's
- * integers 4j to 4j + 3 of each token in turn, then the low bytes alike;
- * the lanes past T zero.  The scales as avx512vnni's lanes have them.
- * A group whose 16 tokens are all this call's goes by transposes; the
- * others a token at a time (4-byte stores: 2-4% of a prompt).
+ * The layout of x for the tiles, in xr's tiles part (simd.h): for group
+ * g of 16 tokens and block b, 1024 bytes at ((g * nb + b) * 1024): the
+ * high bytes, row j holding x's integers 4j to 4j + 3 of each token in
+ * turn, then the low bytes alike; the lanes past T zero.  The scales as
+ * avx512vnni's lanes have them.  avx512vnni's rounding comes first: a
+ * batch's other types go by its kernels.  A group whose 16 tokens are
+ * all this call's goes by transposes; the others a token at a time
+ * (4-byte stores: 2-4% of a prompt).
  */
 static void
 amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
@@ -140,13 +141,11 @@ amx_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr
 	int nb = cols / 32, lanes = (T + 15) / 16 * 16, t, b, j, k;
 	__m256i h[16], l[16];
 
-	if (T < AMX_MIN) {
-		simd_avx512vnni()->round(x, ldx, t0, t1, T, cols, xr, sums);
+	simd_avx512vnni()->round(x, ldx, t0, t1, T, cols, xr, sums);
+	if (T < AMX_MIN)
 		return;
-	}
-	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr, sums);
 	xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
-	xa = (uint8_t *)kernels_rounded_lanes(xr, T, cols, &dxl);
+	xa = kernels_rounded_tiles(xr, T, cols, &dxl);
 	for (t = t0; t < (t1 == T ? lanes : t1); ) {
 		size_t g = (size_t)(t / 16) * nb;
 		if (t % 16 == 0 && t + 16 <= t1) {
@@ -276,7 +275,7 @@ gemm_rounded(const char *wc, size_t row_bytes, int r0, int r1, int cols, const f
 {
 	int nb = cols / 32, r, R, g;
 	float *dxl, *dw = scratch;
-	const uint8_t *xa = (const uint8_t *)kernels_rounded_lanes(xr, T, cols, &dxl);
+	const uint8_t *xa = kernels_rounded_tiles(xr, T, cols, &dxl);
 	uint8_t *stage = (uint8_t *)(((uintptr_t)(scratch + (size_t)16 * nb) + 63) & ~(uintptr_t)63);
 
 	if (!configured)

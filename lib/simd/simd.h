@@ -47,8 +47,6 @@ const struct kernels *simd_avx512(void);
 const struct kernels *simd_avx512vnni(void);
 /* avx512vnni's, with q8_0 batches by AMX's tile multiplies (amx.c) */
 const struct kernels *simd_amx(void);
-/* avx512vnni's rounding of tokens [t0, t1) of x into xr's integers, scales and (if sums) sums, no lanes */
-void simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums);
 
 /*
  * A buffer of n floats that belongs to the calling thread, grown as needed
@@ -64,15 +62,40 @@ float *kernels_scratch(size_t n);
  */
 #define KERNELS_LINES(floats) (((size_t)(floats) + 15) / 16 * 16)	/* in whole 64-byte lines */
 
+/*
+ * Batches of SIMD_LANES_MIN to SIMD_LANES_MAX tokens: vnni.c's products
+ * put the tokens in a vector's lanes, and its rounding fills
+ * kernels_rounded_lanes for them.
+ */
+#define SIMD_LANES_MIN 12
+#define SIMD_LANES_MAX 48
+
+static inline int
+simd_in_lanes(int T)
+{
+	return T >= SIMD_LANES_MIN && T <= SIMD_LANES_MAX;
+}
+
+/* Floats of x's integers in lanes or tiles (kernels_rounded_lanes, _tiles), with their scales. */
+static inline size_t
+simd_lanes_floats(int T, int cols)
+{
+	size_t lanes = ((size_t)T + 15) / 16 * 16;
+
+	return lanes * (size_t)(cols / 2) + lanes * (size_t)(cols / 32);
+}
+
 /* Floats of xr for T tokens of cols (kernels_rounded_floats, kernels.h). */
 static inline size_t
 simd_rounded_floats(int T, int cols)
 {
-	size_t lanes = ((size_t)T + 15) / 16 * 16;
-
-	/* kernels_rounded_parts' parts, kernels_rounded_lanes', and 16 floats to align them */
+	/*
+	 * kernels_rounded_parts' parts, kernels_rounded_lanes', where they
+	 * are needed beside them kernels_rounded_tiles', and 16 floats to
+	 * align them
+	 */
 	return KERNELS_LINES((size_t)T * cols / 2) + 2 * KERNELS_LINES((size_t)T * (cols / 32)) +
-	    lanes * (size_t)(cols / 2) + lanes * (size_t)(cols / 32) + 16;
+	    (simd_in_lanes(T) ? 2 : 1) * simd_lanes_floats(T, cols) + 16;
 }
 
 static inline int16_t *
@@ -87,7 +110,7 @@ kernels_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum
 
 /*
  * After them, for kernels that put tokens in a vector's lanes (vnni.c,
- * for some T): x's integer pairs by groups of 16 tokens, dword
+ * for simd_in_lanes(T)): x's integer pairs by groups of 16 tokens, dword
  * xl[((g * nb + b) * 16 + k) * 16 + t % 16] for pair k of block b of
  * token t of group g = t / 16, and their scales dxl[(g * nb + b) * 16 +
  * t % 16]; the lanes past T zero.
@@ -104,6 +127,25 @@ kernels_rounded_lanes(const float *xr, int T, int cols, float **dxl)
 	return xl;
 }
 
+/*
+ * For AMX's tiles (amx.c): x's integers as bytes by groups of 16 tokens
+ * (amx.c says how), with scales laid out as the lanes' (dxt).  In the
+ * lanes' place where vnni.c's products take none, after them where a
+ * batch of mixed types takes both: AMX multiplies only q8_0, and the
+ * other types of its batch go by avx512vnni's kernels.
+ */
+static inline uint8_t *
+kernels_rounded_tiles(const float *xr, int T, int cols, float **dxt)
+{
+	int32_t *xl = kernels_rounded_lanes(xr, T, cols, dxt);
+	uint8_t *xt = (uint8_t *)xl;
+
+	if (simd_in_lanes(T)) {
+		xt += simd_lanes_floats(T, cols) * sizeof(float);
+		*dxt = (float *)xt + ((size_t)T + 15) / 16 * 16 * (size_t)(cols / 2);
+	}
+	return xt;
+}
 
 /* The tables that the kernels share, filled by quant_init (quant.c). */
 extern float quant_f16_table[1 << 16];

@@ -218,21 +218,12 @@ batch_rows(const int32_t *panels, const float *scales, int n, int nb, const int1
 }
 
 /*
- * Batches of LANES_MIN to LANES_MAX tokens put the tokens in the lanes
- * instead (lanes_rows): packing the rows cost 35% of a 16-token product,
- * whose every weight is used only 16 times.
+ * Batches of SIMD_LANES_MIN to SIMD_LANES_MAX tokens put the tokens in
+ * the lanes instead (lanes_rows): packing the rows cost 35% of a
+ * 16-token product, whose every weight is used only 16 times.
  */
-#define LANES_MIN 12
-#define LANES_MAX 48
-
-static int
-in_lanes(int T)
-{
-	return T >= LANES_MIN && T <= LANES_MAX;
-}
-
-void
-simd_vnni_round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
+static void
+round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	float *dx, *xsum;
 	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
@@ -258,8 +249,8 @@ quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, fl
 	int32_t *xl = kernels_rounded_lanes(xr, T, cols, &dxl);
 	int nb = cols / 32, t, b, lanes = (T + 15) / 16 * 16;
 
-	simd_vnni_round_tokens(x, ldx, t0, t1, T, cols, xr, sums);
-	if (!in_lanes(T))
+	round_tokens(x, ldx, t0, t1, T, cols, xr, sums);
+	if (!simd_in_lanes(T))
 		return;
 	/* the same integers and scales by groups of 16 tokens, pair by pair; the lanes past T zero */
 	__m512i apart = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
