@@ -51,21 +51,11 @@ $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/f
 .c.o:
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-# One kernel set per instruction set (lib/simd/simd.h), each built with its flags.
-SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/int.inc lib/simd/iload.inc lib/simd/iblock.inc lib/simd/attn.inc
-lib/kernels.o: $(SIMDINC)
-
-lib/simd/avx2.o: lib/simd/avx2.c $(SIMDINC)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX2_CFLAGS) -c -o $@ lib/simd/avx2.c
-
-lib/simd/avx512.o: lib/simd/avx512.c $(SIMDINC)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(AVX512_CFLAGS) -c -o $@ lib/simd/avx512.c
-
-lib/simd/vnni.o: lib/simd/vnni.c lib/simd/simd.h lib/simd/iload.inc lib/simd/vblock.inc
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(VNNI_CFLAGS) -c -o $@ lib/simd/vnni.c
-
-lib/simd/amx.o: lib/simd/amx.c lib/simd/simd.h
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(AMX_CFLAGS) -c -o $@ lib/simd/amx.c
+# One kernel set per instruction set (lib/simd/simd.h), each compiled for
+# its set by the pragmas at its top, so one rule builds them all.
+SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/int.inc lib/simd/iload.inc \
+	lib/simd/iblock.inc lib/simd/vblock.inc lib/simd/attn.inc lib/simd/gather.inc
+lib/kernels.o lib/simd/avx2.o lib/simd/avx512.o lib/simd/vnni.o lib/simd/amx.o: $(SIMDINC)
 
 $(LIB): $(LIBOBJ)
 	rm -f $@

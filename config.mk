@@ -11,13 +11,9 @@ CC = cc
 # results do not depend on which one built them (kernels.c's rules);
 # every fused multiply-add is written as one.
 CFLAGS = -std=c11 -O2 -g -Wall -Wextra -ffp-contract=off
-CPPFLAGS = -D_DEFAULT_SOURCE -DLLM_VERSION=\"$(VERSION)\"
+# POSIX.1-2008 and the extensions each system names: _DEFAULT_SOURCE
+# glibc's and musl's, _DARWIN_C_SOURCE macOS's (each ignored elsewhere).
+# No instruction-set flags: the kernel files say their own (lib/simd/simd.h).
+CPPFLAGS = -D_DEFAULT_SOURCE -D_DARWIN_C_SOURCE -DLLM_VERSION=\"$(VERSION)\"
 LDFLAGS =
 LDLIBS = -lpthread -lm
-
-# SIMD kernels: each file is built for its instruction set and used only
-# when cpuid says the processor has it.  Empty these off x86.
-AVX2_CFLAGS = -mavx2 -mfma -mf16c
-AVX512_CFLAGS = -mavx512f -mavx512bw -mavx512vl -mfma -mf16c
-VNNI_CFLAGS = $(AVX512_CFLAGS) -mavx512vnni
-AMX_CFLAGS = $(VNNI_CFLAGS) -mamx-tile -mamx-int8

@@ -1,9 +1,10 @@
 /*
  * amx.c: q8_0 products of batches by AMX's tile multiplies (TDPBSSD,
- * TDPBSUD), the kernels LLM_ISA=amx adds to avx512vnni's.  Built with
- * avx512vnni's flags and -mamx-tile -mamx-int8; kernels.c takes them
- * only when cpuid says the processor has AMX and Linux grants the
- * process its tile state (arch_prctl ARCH_REQ_XCOMP_PERM).
+ * TDPBSUD), the kernels LLM_ISA=amx adds to avx512vnni's, compiled for
+ * avx512vnni's sets and AMX-TILE and AMX-INT8 (SIMD_TARGET_BEGIN);
+ * kernels.c takes them only when cpuid says the processor has AMX and
+ * Linux grants the process its tile state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM).
  *
  * The products keep vnni.c's block-sum rule, so every output has the
  * same bits under amx and avx512vnni: x rounded to int16 a block of 32,
@@ -26,16 +27,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#endif
+
 #include "../quant.h"
 #include "simd.h"
 
-/* GCC says __AMX_TILE__, clang __AMXTILE__ */
-#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) && (defined(__AMX_INT8__) || defined(__AMXINT8__)) && \
-    defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__F16C__) && \
-    defined(__linux__)
-#include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+/* Linux only: the process asks Linux for the tiles' state (arch_prctl) */
+#if defined(SIMD_X86) && defined(__linux__)
+SIMD_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")
+#include "gather.inc"
 
 
 #if defined(__clang__)
@@ -351,6 +357,7 @@ simd_amx(void)
 	}
 	return &k;
 }
+SIMD_TARGET_END
 #else
 const struct kernels *
 simd_amx(void)

@@ -1,7 +1,7 @@
 /*
- * avx2.c: the kernels for AVX2 with FMA and F16C (simd.h).  Built
- * with -mavx2 -mfma -mf16c; kernels.c takes them only when cpuid says
- * the processor has them.
+ * avx2.c: the kernels for AVX2 with FMA and F16C (simd.h), compiled
+ * for them (SIMD_TARGET_BEGIN); kernels.c takes them only when cpuid
+ * says the processor has them.
  *
  * The float rule's 16 lanes (kernels.c) live in two 8-lane vectors, VEC
  * a pair: lanes 0-7 and 8-15, each operation done on both, and the tree
@@ -13,11 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "../quant.h"
 #include "simd.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
+#if defined(SIMD_X86)
+SIMD_TARGET_BEGIN("avx2,fma,f16c")
 
 typedef struct { __m256 lo, hi; } v16;
 
@@ -230,6 +234,7 @@ simd_avx2(void)
 
 	return &k;
 }
+SIMD_TARGET_END
 #else
 const struct kernels *
 simd_avx2(void)

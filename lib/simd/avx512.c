@@ -1,7 +1,7 @@
 /*
- * avx512.c: the kernels for AVX-512 (F, BW, VL) with FMA (simd.h).
- * Built with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; kernels.c
- * takes them only when cpuid says the processor has them.
+ * avx512.c: the kernels for AVX-512 (F, BW, VL) with FMA (simd.h),
+ * compiled for them (SIMD_TARGET_BEGIN); kernels.c takes them only when
+ * cpuid says the processor has them.
  */
 #include <math.h>
 #include <stddef.h>
@@ -9,11 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "../quant.h"
 #include "simd.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
-#include <immintrin.h>
+#if defined(SIMD_X86)
+SIMD_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 
 #define VEC __m512
 #define LANES 16
@@ -132,6 +136,7 @@ simd_avx512(void)
 
 	return &k;
 }
+SIMD_TARGET_END
 #else
 const struct kernels *
 simd_avx512(void)

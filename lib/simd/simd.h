@@ -3,12 +3,13 @@
  * compiler checks against each set's definitions.  Private to lib/: the
  * rest of the library calls the kernels through kernels.h.
  *
- * Each set lives in its own file, built with its instruction set's flags
- * (config.mk) and compiled to nothing but a NULL getter where the
- * compiler lacks them; kernels.c asks cpuid which sets the processor
- * has before it takes one.  The type-generic code is plain C in the .inc
- * templates, instantiated per instruction set (gemm.inc, attn.inc) and
- * per weight type (tile.inc, igemm.inc).
+ * Each set lives in its own file, compiled for its instruction set by a
+ * pragma at its top (SIMD_TARGET_BEGIN), not by the build's flags: the
+ * same make and config.mk serve every machine, and a file for another
+ * architecture compiles to nothing but a NULL getter.  kernels.c asks
+ * the processor which sets it has before it takes one.  The type-generic
+ * code is plain C in the .inc templates, instantiated per instruction set
+ * (gemm.inc, attn.inc) and per weight type (tile.inc, iblock.inc).
  */
 #ifndef LLM_SIMD_H
 #define LLM_SIMD_H
@@ -16,6 +17,27 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/*
+ * SIMD_TARGET_BEGIN("avx2,fma,f16c") ... SIMD_TARGET_END: the functions
+ * between are compiled for those instruction sets (GCC's target pragma,
+ * clang's target attribute on every function).  A file includes its
+ * system headers (immintrin.h, arm_neon.h) and this one before, so that
+ * only its own functions take the target.
+ */
+#define SIMD_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define SIMD_TARGET_BEGIN(t) SIMD_PRAGMA(clang attribute push(__attribute__((target(t))), apply_to = function))
+#define SIMD_TARGET_END SIMD_PRAGMA(clang attribute pop)
+#elif defined(__GNUC__)
+#define SIMD_TARGET_BEGIN(t) SIMD_PRAGMA(GCC push_options) SIMD_PRAGMA(GCC target(t))
+#define SIMD_TARGET_END SIMD_PRAGMA(GCC pop_options)
+#endif
+
+/* x86-64 kernels: where the compiler takes the pragmas above (gcc, clang, Apple's clang) */
+#if defined(__x86_64__) && defined(SIMD_TARGET_BEGIN)
+#define SIMD_X86 1
+#endif
 
 struct kernels {
 	const char *name;	/* as LLM_ISA names it */
@@ -150,33 +172,5 @@ kernels_rounded_tiles(const float *xr, int T, int cols, float **dxt)
 /* The tables that the kernels share, filled by quant_init (quant.c). */
 extern float quant_f16_table[1 << 16];
 extern float quant_i8_table[256];
-
-/* For the AVX-512 q8_0 kernels (vnni.c, amx.c), in files built with AVX-512 and F16C. */
-#if defined(__AVX512F__) && defined(__F16C__)
-#include <immintrin.h>
-
-/*
- * The f16 scales of R rows' blocks (at blk in the first row, the next
- * row_bytes on; 16 or fewer rows, the rest 0) as floats, in one gather.
- * f16 to f32 is exact, as the table.
- */
-static inline __attribute__((always_inline)) __m512
-scales16(const char *blk, size_t row_bytes, int R)
-{
-	__m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-	    _mm512_set1_epi32((int)row_bytes));
-	float s[16];
-	int r;
-
-	if (row_bytes > INT32_MAX / 16) {	/* offsets past 32 bits (a file's absurd rows): one at a time */
-		for (r = 0; r < 16; r++)
-			{ uint16_t d; memcpy(&d, blk + (size_t)r * row_bytes, 2); s[r] = r < R ? _cvtsh_ss(d) : 0.0f; }
-		return _mm512_loadu_ps(s);
-	}
-	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(),
-	    (__mmask16)((1u << R) - 1), rows, blk, 1)));
-}
-
-#endif
 
 #endif
