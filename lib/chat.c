@@ -6,7 +6,6 @@
  * always tokenized as text, so that a user who types "<|im_start|>" gets
  * those characters, not a new turn.
  */
-#define _GNU_SOURCE	/* memmem */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +46,7 @@ chat_names(void)
 static int
 has(const struct gguf_str *s, const char *marker)
 {
-	return memmem(s->s, (size_t)s->n, marker, strlen(marker)) != NULL;
+	return mem_find(s->s, (size_t)s->n, marker, strlen(marker)) != NULL;
 }
 
 int
@@ -84,7 +83,7 @@ literal_after(const struct gguf_str *tpl, const char *open, const char *stop)
 	const char *lim = tpl->s + tpl->n, *p, *q;
 	struct buf out = { 0 };
 
-	for (p = tpl->s; (p = memmem(p, (size_t)(lim - p), open, strlen(open))) != NULL; p++) {
+	for (p = tpl->s; (p = mem_find(p, (size_t)(lim - p), open, strlen(open))) != NULL; p++) {
 		out.n = 0;
 		for (q = p + strlen(open); ; q++) {
 			if (stop && (size_t)(lim - q) >= strlen(stop) && memcmp(q, stop, strlen(stop)) == 0)

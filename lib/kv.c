@@ -14,8 +14,8 @@
  *   the last layer down (each destination lies above every source not
  *   yet moved), backward in chunks of 64 KiB (safe where a layer's
  *   source and destination overlap).  Right after a chunk is copied, the
- *   whole pages of its source that hold nothing else are released with
- *   MADV_DONTNEED.  So every row is resident in one place at any moment:
+ *   whole pages of its source that hold nothing else are released (fresh
+ *   pages mapped over them).  So every row is resident in one place at any moment:
  *   growth costs one chunk and a few boundary pages per layer, never a
  *   second store, and never more than the dense cache.
  * - Only the rows written so far move (the high-water mark of the write
@@ -38,6 +38,14 @@
 #include <unistd.h>
 
 #include "kv.h"
+
+/* MAP_ANON: the BSDs' and macOS's name; MAP_NORESERVE: Linux's, where overcommit is checked */
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+#if !defined(MAP_NORESERVE)
+#define MAP_NORESERVE 0
+#endif
 #include "quant.h"
 #include "util.h"
 
@@ -302,14 +310,22 @@ store_reserve(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* Give back the whole pages inside [a, b): they read as zeros afterwards. */
+/*
+ * Give back the whole pages inside [a, b): they read as zeros afterwards.
+ * Fresh pages mapped over them (MAP_FIXED) is POSIX's way: madvise's
+ * MADV_DONTNEED zeroes them on Linux, but macOS does not promise it.  The
+ * range lies in the grown, writable part, and its mapping is the store's
+ * own, so it stays one mapping.  Should the call fail, the pages are
+ * zeroed where they are: only memory is lost.
+ */
 static void
 release(char *a, char *b)
 {
 	uintptr_t lo = round_up((uintptr_t)a, page_size), hi = (uintptr_t)b / page_size * page_size;
 
-	if (lo < hi)
-		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	if (lo < hi && mmap((void *)lo, hi - lo, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+		memset((void *)lo, 0, hi - lo);
 }
 
 /*

@@ -19,7 +19,9 @@
  * takes the lock to wake them when one is asleep.  The caller waits for
  * started chunks by spinning briefly, then yielding its core.
  */
-#define _GNU_SOURCE	/* sched_getaffinity, CPU_COUNT */
+#if defined(__linux__)
+#define _GNU_SOURCE	/* sched_getaffinity, CPU_COUNT: glibc and musl */
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -57,6 +59,8 @@ cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile ("yield");
 #endif
 }
 
@@ -212,12 +216,15 @@ pool_run_work(struct pool *p, pool_fn fn, void *arg, long long work)
 int
 pool_default_threads(void)
 {
-	cpu_set_t set;
 	long n;
 
-	/* the CPUs this process may run on (taskset, cgroups' cpusets), not all online */
+#if defined(__linux__)
+	/* Linux: the CPUs this process may run on (taskset, cgroups' cpusets), not all online */
+	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
 		return CPU_COUNT(&set);
+#endif
+	/* elsewhere (macOS, the BSDs), POSIX's count of the processors online */
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1 : (int)n;
 }

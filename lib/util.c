@@ -12,7 +12,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__APPLE__)
+#include <mach/mach.h>	/* task_info: macOS's count of the process's private memory */
+#endif
+
 #include "util.h"
+
+/* MAP_ANON is the BSDs' and macOS's name; POSIX.1-2024 names both */
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
 
 static _Thread_local char errbuf[512];
 const char *llm_progname = "llm";
@@ -110,12 +119,26 @@ peak_rss_bytes(void)
 
 	if (getrusage(RUSAGE_SELF, &ru) != 0)
 		return 0;
-	return (size_t)ru.ru_maxrss * 1024;	/* Linux reports KiB */
+#if defined(__APPLE__)
+	return (size_t)ru.ru_maxrss;	/* macOS reports bytes, as /usr/bin/time -l prints them */
+#else
+	return (size_t)ru.ru_maxrss * 1024;	/* Linux and the BSDs report KiB */
+#endif
 }
 
 size_t
 rss_anon_bytes(void)
 {
+#if defined(__APPLE__)
+	/* macOS: the resident pages that no file backs (the VM's "internal" ones) */
+	task_vm_info_data_t info;
+	mach_msg_type_number_t count = TASK_VM_INFO_COUNT;
+
+	if (task_info(mach_task_self(), TASK_VM_INFO, (task_info_t)&info, &count) != KERN_SUCCESS)
+		return 0;
+	return (size_t)info.internal;
+#else
+	/* Linux: RssAnon of /proc/self/status; 0 (unavailable) where there is no such file */
 	FILE *fp = fopen("/proc/self/status", "r");
 	char line[256];
 	unsigned long long kib = 0;
@@ -126,6 +149,20 @@ rss_anon_bytes(void)
 	if (fp)
 		fclose(fp);
 	return (size_t)kib * 1024;
+#endif
+}
+
+const void *
+mem_find(const void *hay, size_t n, const void *needle, size_t m)
+{
+	const char *h = hay, *end = h + n, *p;
+
+	if (m == 0)
+		return hay;
+	for (p = h; m <= (size_t)(end - p) && (p = memchr(p, *(const char *)needle, (size_t)(end - p) - m + 1)); p++)
+		if (memcmp(p, needle, m) == 0)
+			return p;
+	return NULL;
 }
 
 int
@@ -299,14 +336,24 @@ map_file(const char *path, size_t *size, int populate)
 		llm_seterr("not a regular file");
 		return NULL;
 	}
-	p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ,
-	    MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0) :
+#if defined(MAP_POPULATE)
+	/* Linux: the pages faulted in by the mapping itself */
+	int flags = MAP_PRIVATE | (populate ? MAP_POPULATE : 0);
+#else
+	int flags = MAP_PRIVATE;
+#endif
+	p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, flags, fd, 0) :
 	    mmap(NULL, 1, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	close(fd);
 	if (p == MAP_FAILED) {
 		llm_seterr("mmap: %s", strerror(errno));
 		return NULL;
 	}
+#if !defined(MAP_POPULATE)
+	/* elsewhere POSIX's advice: read the file ahead (the pages fault in as they are read) */
+	if (populate && st.st_size)
+		posix_madvise(p, (size_t)st.st_size, POSIX_MADV_WILLNEED);
+#endif
 	*size = (size_t)st.st_size;
 	return p;
 }

@@ -33,18 +33,24 @@ void *xrealloc(void *p, size_t n);
 void *xaligned(size_t align, size_t n);
 
 double now_seconds(void);
+/* The peak resident set in bytes (getrusage's ru_maxrss, in the units of each system). */
 size_t peak_rss_bytes(void);
-/* The process's private memory now (RssAnon of /proc/self/status); 0 where there is none. */
+/*
+ * The process's private memory now: Linux's RssAnon (/proc/self/status),
+ * macOS's resident internal pages (task_info); 0 where neither is there.
+ */
 size_t rss_anon_bytes(void);
 /*
- * The compiler that built the library, as "gcc 12.2.0" or "clang 14.0.6":
- * floating-point results are bitwise reproducible for one build, and
- * another compiler may contract multiply-adds differently.
+ * The compiler that built the library, as "gcc 12.2.0" or "clang 14.0.6",
+ * for the run's report: the results are the same whichever it is
+ * (kernels.c's rules, and config.mk's -ffp-contract=off).
  */
 const char *llm_compiler(void);
 
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 int mul_ok(uint64_t a, uint64_t b, uint64_t *out);
+/* The first n bytes at hay that begin with the m at needle, or NULL (memmem, which POSIX.1-2008 lacks). */
+const void *mem_find(const void *hay, size_t n, const void *needle, size_t m);
 int add_ok(uint64_t a, uint64_t b, uint64_t *out);
 
 /*

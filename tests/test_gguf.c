@@ -1,5 +1,4 @@
 /* test_gguf: the reader parses good files and refuses bad ones with a message. */
-#define _GNU_SOURCE	/* memmem */
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +125,15 @@ unknown_versions_are_refused(void)
 	free(p);
 }
 
+/* Where the m bytes at s first occur in a copy p of the image, or NULL. */
+static unsigned char *
+find(unsigned char *p, const char *s, size_t m)
+{
+	const unsigned char *at = mem_find(p, img_len, s, m);
+
+	return at ? p + (at - p) : NULL;
+}
+
 static void
 absurd_counts_are_refused(void)
 {
@@ -145,7 +153,7 @@ absurd_counts_are_refused(void)
 
 	/* The vocabulary's array count: just after its key and the two type words. */
 	memcpy(p, img, img_len);
-	at = memmem(p, img_len, "tokenizer.ggml.tokens", 21);
+	at = find(p, "tokenizer.ggml.tokens", 21);
 	CHECK(at != NULL, "no tokens key");
 	if (at) {
 		memcpy(at + 21 + 8, &big, 8);
@@ -169,7 +177,7 @@ tensor_past_end_of_file_is_refused(void)
 	uint64_t off = img_len;
 
 	memcpy(p, img, img_len);
-	at = memmem(p, img_len, name, strlen(name));
+	at = find(p, name, strlen(name));
 	CHECK(at != NULL, "no tensor %s", name);
 	if (at) {
 		/* name, n_dims (4), ne (2 x 8), type (4), then the offset */

@@ -2,7 +2,6 @@
  * test_snapshot: resuming from an llm-kv(5) file gives bitwise the same
  * logits as computing from scratch, and damaged files are refused.
  */
-#define _GNU_SOURCE	/* memmem */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
