@@ -5,7 +5,7 @@
 include config.mk
 
 LIBSRC = lib/attn.c lib/batch.c lib/fmath.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
-	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/simd/amx.c lib/sample.c \
+	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/simd/amx.c lib/simd/neon.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
 LIBHDR = lib/attn.h lib/batch.h lib/fmath.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
@@ -54,8 +54,8 @@ $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/f
 # One kernel set per instruction set (lib/simd/simd.h), each compiled for
 # its set by the pragmas at its top, so one rule builds them all.
 SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/int.inc lib/simd/iload.inc \
-	lib/simd/iblock.inc lib/simd/vblock.inc lib/simd/attn.inc lib/simd/gather.inc
-lib/kernels.o lib/simd/avx2.o lib/simd/avx512.o lib/simd/vnni.o lib/simd/amx.o: $(SIMDINC)
+	lib/simd/iblock.inc lib/simd/vblock.inc lib/simd/attn.inc lib/simd/gather.inc lib/simd/nint.inc
+lib/kernels.o lib/simd/avx2.o lib/simd/avx512.o lib/simd/vnni.o lib/simd/amx.o lib/simd/neon.o: $(SIMDINC)
 
 $(LIB): $(LIBOBJ)
 	rm -f $@
@@ -102,16 +102,30 @@ tests/fuzz/replay-schema: tests/fuzz/fuzz_schema.o $(FUZZLINK)
 tests/fuzz/mkseeds: tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ tests/fuzz/mkseeds.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 
-# The probe is built to read as fast as the machine can.
+# The probe is built to read as fast as the machine can (its loop
+# vectorized by -O3 on every machine's baseline vectors).
 bench/membw: bench/membw.c
-	$(CC) $(CPPFLAGS) -O3 -march=native -o $@ bench/membw.c $(LDLIBS)
+	$(CC) $(CPPFLAGS) -O3 -o $@ bench/membw.c $(LDLIBS)
 
 # The multiply-add peak picks its instructions at run time.
 bench/fmapeak: bench/fmapeak.c
 	$(CC) $(CPPFLAGS) -O2 -Wall -Wextra -o $@ bench/fmapeak.c $(LDLIBS)
 
-check: all $(TESTBIN) $(REPLAYBIN) tests/fuzz/mkseeds
+check: testbin
 	sh tests/run.sh
+
+# Everything make check runs, built.
+testbin: all $(TESTBIN) $(REPLAYBIN) tests/fuzz/mkseeds
+
+# The tests on Linux AArch64 under qemu-user, built by each cross compiler
+# (tests/cross.sh says which tests and processors).
+check-aarch64:
+	sh tests/cross.sh
+
+# Every tool compiled and linked for macOS, arm64 and x86_64, by zig cc
+# (tests/macos.sh), so that a change that breaks the Mac build fails here.
+check-macos:
+	sh tests/macos.sh
 
 # The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer.
 # gcc, because clang with UBSan takes minutes on each SIMD kernel file.  The
@@ -158,4 +172,4 @@ clean:
 		$(FUZZOBJ) $(FUZZLIBOBJ) $(REPLAYBIN) tests/fuzz/mkseeds tests/fuzz/mkseeds.o
 	rm -rf tests/tmp bench/tmp tests/fuzz/build
 
-.PHONY: all check check-ref check-asan fuzz bench demo install uninstall clean
+.PHONY: all check testbin check-aarch64 check-macos check-ref check-asan fuzz bench demo install uninstall clean

@@ -1,7 +1,7 @@
 /*
  * kernels.c: the kernels in use, and the rules they follow.  At start,
- * the best instruction set the processor and this build have (or a
- * lower one LLM_ISA names) gives its table (simd/simd.h); the portable
+ * the best instruction set the processor and this build have (or another
+ * it has that LLM_ISA names) gives its table (simd/simd.h); the portable
  * kernels below are the scalar set, take the shapes a set leaves, and
  * are the specification: every set gives exactly their bits, for every
  * weight type, cache type, batch size and thread count, so a result is
@@ -52,6 +52,10 @@
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>		/* getauxval */
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>		/* sysctlbyname */
 #endif
 
 #include "fmath.h"
@@ -356,38 +360,73 @@ static const struct kernels scalar = {
 static const struct kernels *k = &scalar;
 static int isa_in_use = KERNELS_SCALAR;
 
-/* What the processor and the operating system support. */
-static int
-cpu_isa(void)
-{
 #if defined(__x86_64__) || defined(__i386__)
+/* x86: what cpuid says the processor and the operating system support */
+static int
+cpu_has(int isa)
+{
 	unsigned a, b, c, d, xcr0_lo, xcr0_hi;
 	int avx, avx2, avx512, vnni, amx;
 
+	if (isa == KERNELS_SCALAR)
+		return 1;
 	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))	/* OSXSAVE */
-		return KERNELS_SCALAR;
+		return 0;
 	__asm__ volatile ("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
 	avx = (c & (1u << 28)) && (c & (1u << 12)) && (c & (1u << 29)) &&	/* AVX, FMA, F16C */
 	    (xcr0_lo & 6) == 6;						/* XMM and YMM state */
 	if (!avx || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
-		return KERNELS_SCALAR;
+		return 0;
 	avx2 = (b & (1u << 5)) != 0;
 	avx512 = avx2 && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&	/* F, BW, VL */
 	    (xcr0_lo & 0xe0) == 0xe0;					/* opmask and ZMM state */
 	vnni = avx512 && (c & (1u << 11)) != 0;				/* AVX512_VNNI */
 	amx = vnni && (d & (1u << 24)) && (d & (1u << 25)) &&		/* AMX-TILE, AMX-INT8 */
 	    (xcr0_lo & 0x60000) == 0x60000;				/* tile config and data */
-	if (amx && simd_amx())
-		return KERNELS_AMX;
-	if (vnni && simd_avx512vnni())
-		return KERNELS_AVX512VNNI;
-	if (avx512 && simd_avx512())
-		return KERNELS_AVX512;
-	if (avx2 && simd_avx2())
-		return KERNELS_AVX2;
-#endif
-	return KERNELS_SCALAR;
+	switch (isa) {
+	case KERNELS_AVX2: return avx2;
+	case KERNELS_AVX512: return avx512;
+	case KERNELS_AVX512VNNI: return vnni;
+	case KERNELS_AMX: return amx;
+	}
+	return 0;
 }
+#elif defined(__aarch64__)
+/*
+ * AArch64: NEON always; dotprod and i8mm as the operating system reports
+ * them: Linux's auxiliary vector (HWCAP_ASIMDDP, HWCAP2_I8MM), macOS's
+ * sysctl (hw.optional.arm.FEAT_DotProd, FEAT_I8MM).  Elsewhere (the
+ * BSDs) NEON alone.
+ */
+static int
+cpu_has(int isa)
+{
+	int dotprod = 0, i8mm = 0;
+
+#if defined(__linux__)
+	dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;	/* HWCAP_ASIMDDP */
+	i8mm = (getauxval(AT_HWCAP2) & (1ul << 13)) != 0;	/* HWCAP2_I8MM */
+#elif defined(__APPLE__)
+	int v;
+	size_t n = sizeof v;
+	dotprod = sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &n, NULL, 0) == 0 && v;
+	n = sizeof v;
+	i8mm = sysctlbyname("hw.optional.arm.FEAT_I8MM", &v, &n, NULL, 0) == 0 && v;
+#endif
+	switch (isa) {
+	case KERNELS_SCALAR: case KERNELS_NEON: return 1;
+	case KERNELS_DOTPROD: return dotprod;
+	case KERNELS_I8MM: return dotprod && i8mm;
+	}
+	return 0;
+}
+#else
+static int
+cpu_has(int isa)
+{
+	return isa == KERNELS_SCALAR;
+}
+#endif
 
 /* The table of a set; NULL if this build has none. */
 static const struct kernels *
@@ -398,6 +437,9 @@ table(int isa)
 	case KERNELS_AVX512: return simd_avx512();
 	case KERNELS_AVX512VNNI: return simd_avx512vnni();
 	case KERNELS_AMX: return simd_amx();
+	case KERNELS_NEON: return simd_neon();
+	case KERNELS_DOTPROD: return simd_dotprod();
+	case KERNELS_I8MM: return simd_i8mm();
 	}
 	return &scalar;
 }
@@ -405,7 +447,7 @@ table(int isa)
 int
 kernels_set_isa(int isa)
 {
-	if (isa < KERNELS_SCALAR || isa > cpu_isa() || !table(isa))
+	if (isa < KERNELS_SCALAR || isa >= KERNELS_SETS || !cpu_has(isa) || !table(isa))
 		return -1;
 	isa_in_use = isa;
 	k = table(isa);
@@ -423,9 +465,11 @@ kernels_init(void)
 		return;
 	done = 1;
 	quant_init();
-	kernels_set_isa(cpu_isa());
+	/* the best this processor and build have: each architecture's sets come best last */
+	for (isa = KERNELS_SETS - 1; isa > KERNELS_SCALAR && kernels_set_isa(isa) != 0; isa--)
+		;
 	if ((env = getenv("LLM_ISA")) != NULL)
-		for (isa = KERNELS_SCALAR; isa <= KERNELS_AMX; isa++)
+		for (isa = KERNELS_SCALAR; isa < KERNELS_SETS; isa++)
 			if (strcmp(env, kernels_isa_name(isa)) == 0)
 				kernels_set_isa(isa);	/* ignored if the processor lacks it */
 }
@@ -439,8 +483,10 @@ kernels_isa(void)
 const char *
 kernels_isa_name(int isa)
 {
-	return isa == KERNELS_AMX ? "amx" : isa == KERNELS_AVX512VNNI ? "avx512vnni" :
-	    isa == KERNELS_AVX512 ? "avx512" : isa == KERNELS_AVX2 ? "avx2" : "scalar";
+	static const char *const names[KERNELS_SETS] = { "scalar", "avx2", "avx512", "avx512vnni", "amx",
+		"neon", "dotprod", "i8mm" };
+
+	return isa > KERNELS_SCALAR && isa < KERNELS_SETS ? names[isa] : names[0];
 }
 
 /* ---- the calls, through the set in use ---- */

@@ -11,21 +11,25 @@
 #include <stdint.h>
 
 /*
- * The instruction sets the kernels can use, best last.  avx512vnni is
- * avx512 with q8_0 products by integer dot products (simd/vnni.c); amx
- * is avx512vnni with q8_0 batches by tile multiplies (simd/amx.c).
+ * The instruction sets the kernels can use, each architecture's best
+ * last.  x86-64: avx512vnni is avx512 with the block types' products by
+ * integer dot products (simd/vnni.c); amx is avx512vnni with q8_0
+ * batches by tile multiplies (simd/amx.c).  AArch64 (simd/neon.c): neon,
+ * dotprod with SDOT, i8mm with dotprod's and the 8-bit matrix multiplies.
  */
-enum { KERNELS_SCALAR, KERNELS_AVX2, KERNELS_AVX512, KERNELS_AVX512VNNI, KERNELS_AMX };
+enum { KERNELS_SCALAR, KERNELS_AVX2, KERNELS_AVX512, KERNELS_AVX512VNNI, KERNELS_AMX,
+	KERNELS_NEON, KERNELS_DOTPROD, KERNELS_I8MM, KERNELS_SETS };
 
 /*
  * Fill quant.h's tables and take the best set the processor and the build
- * have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni, amx) if lower;
- * call once before any kernel runs.
+ * have, or $LLM_ISA (scalar, avx2, avx512, avx512vnni, amx, neon,
+ * dotprod, i8mm) if the processor has it; call once before any kernel
+ * runs.
  */
 void kernels_init(void);
 int kernels_isa(void);
 const char *kernels_isa_name(int isa);
-/* Use another set; -1 if this processor or build cannot.  For tests. */
+/* Use another set; -1 if this processor or build cannot (another architecture's, say).  For tests. */
 int kernels_set_isa(int isa);
 
 /*

@@ -532,10 +532,9 @@ batched_prefill_equals_token_by_token(uint32_t type)
 {
 	int best = kernels_isa(), isa;
 
-	for (isa = KERNELS_SCALAR; isa <= best; isa++) {
-		kernels_set_isa(isa);
-		batched_prefill_on(type, isa);
-	}
+	for (isa = KERNELS_SCALAR; isa <= best; isa++)
+		if (kernels_set_isa(isa) == 0)	/* not another architecture's */
+			batched_prefill_on(type, isa);
 	kernels_set_isa(best);
 }
 

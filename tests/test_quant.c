@@ -163,7 +163,8 @@ simd_kernels_give_the_portable_bits(void)
 			for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 				/* relative to the largest output, as the logits tests measure */
 				double worst = 0, scale = 0;
-				kernels_set_isa(isa);
+				if (kernels_set_isa(isa) != 0)	/* another architecture's */
+					continue;
 				kernels_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, T, &got[0][0], ROWS);
 				for (t = 0; t < T; t++)
 					for (r = 0; r < ROWS; r++)
@@ -318,8 +319,7 @@ extreme_activations_stay_finite(void)
 		for (r = 0; r < ROWS; r++)
 			quantize_row(type, w, q + r * rb, COLS);
 		for (isa = KERNELS_SCALAR; isa <= best; isa++)
-			for (vi = 0; vi < 4; vi++) {
-				kernels_set_isa(isa);
+			for (vi = 0; vi < 4 && kernels_set_isa(isa) == 0; vi++) {
 				for (i = 0; i < COLS; i++)	/* half the block at v, the rest 0 */
 					x[i] = i % 32 < 16 ? vals[vi] * (i % 2 ? -1 : 1) : 0;
 				kernels_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, 1, out, ROWS);
@@ -380,7 +380,8 @@ kv_kernels_give_the_portable_bits_whatever_their_company(void)
 		kernels_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &ref[0][0], G * 32);
 		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 			double worst = 0, scale = 0;
-			kernels_set_isa(isa);
+			if (kernels_set_isa(isa) != 0)
+				continue;
 			kernels_group_scores(q4, grp, gb, G, DIM, &q[0][0], DIM, T, &got[0][0], G * 32);
 			for (t = 0; t < T; t++) {
 				kernels_group_scores(q4, grp, gb, G, DIM, q[t], DIM, 1, one, G * 32);
@@ -404,7 +405,8 @@ kv_kernels_give_the_portable_bits_whatever_their_company(void)
 		kernels_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vref[0][0], DIM, 0);
 		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 			double worst = 0, scale = 0;
-			kernels_set_isa(isa);
+			if (kernels_set_isa(isa) != 0)
+				continue;
 			kernels_row_values(type, NP, HEADS, &att[0][0], NP, rows, rb, 32, DIM, &vgot[0][0], DIM, 0);
 			for (h = 0; h < HEADS; h++) {
 				kernels_row_values(type, NP, 1, att[h], NP, rows, rb, 32, DIM, vone, DIM, 0);
@@ -456,7 +458,8 @@ f32_values_give_the_portable_bits_whatever_their_company(void)
 			kernels_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &ref[0][0], MAXD, 0);
 			for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 				double worst = 0, scale = 0;
-				kernels_set_isa(isa);
+				if (kernels_set_isa(isa) != 0)
+					continue;
 				kernels_attn_values(NP, nh, &att[0][0], NP, &v[0][0], LDV, dim, &got[0][0], MAXD, 0);
 				for (h = 0; h < nh; h++) {
 					kernels_attn_values(NP, 1, att[h], NP, &v[0][0], LDV, dim, one, MAXD, 0);

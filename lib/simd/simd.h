@@ -34,7 +34,7 @@
 #define SIMD_TARGET_END SIMD_PRAGMA(GCC pop_options)
 #endif
 
-/* x86-64 kernels: where the compiler takes the pragmas above (gcc, clang, Apple's clang) */
+/* x86-64 kernels: where the compiler takes the pragmas above (gcc, clang, Apple's clang); AArch64's need none */
 #if defined(__x86_64__) && defined(SIMD_TARGET_BEGIN)
 #define SIMD_X86 1
 #endif
@@ -69,6 +69,10 @@ const struct kernels *simd_avx512(void);
 const struct kernels *simd_avx512vnni(void);
 /* avx512vnni's, with q8_0 batches by AMX's tile multiplies (amx.c) */
 const struct kernels *simd_amx(void);
+/* AArch64's (neon.c): NEON, with SDOT, with SDOT and the 8-bit matrix multiplies */
+const struct kernels *simd_neon(void);
+const struct kernels *simd_dotprod(void);
+const struct kernels *simd_i8mm(void);
 
 /*
  * A buffer of n floats that belongs to the calling thread, grown as needed
