@@ -1085,14 +1085,18 @@ kv_bytes(const struct kv *kv)
 	    kv_shared_bytes(kv);
 }
 
-/* The bytes of the whole pages of [p, p + len) that are resident. */
+/*
+ * The bytes of the whole pages of [p, p + len) that are resident: mincore,
+ * Linux's, macOS's and the BSDs' (not POSIX's; 0 where it fails).  Its
+ * vector is unsigned char on Linux, char on macOS: passed as void *.
+ */
 static size_t
 resident(const void *p, size_t len)
 {
 	size_t n = 0, i, pages = round_up(len, page_size) / page_size;
 	unsigned char *vec = xmalloc(pages ? pages : 1);
 
-	if (pages && mincore((void *)p, pages * page_size, vec) == 0)
+	if (pages && mincore((void *)p, pages * page_size, (void *)vec) == 0)
 		for (i = 0; i < pages; i++)
 			n += (size_t)(vec[i] & 1) * page_size;
 	free(vec);

@@ -67,29 +67,6 @@ round_x(const float *x, int16_t *q)
 }
 
 /*
- * Lane r = the sum of p[r]'s 8 lanes, r < 16, by horizontal adds (an
- * integer sum: any order is exact): pairs give each 128-bit half [row 0
- * lanes 0+1, 2+3, row 1 lanes 0+1, 2+3], pairs of those each half's sums
- * of four rows, and the halves added eight rows.
- */
-static inline __attribute__((always_inline)) __m512i
-sums16(const __m256i *p)
-{
-	__m256i a[4], b[2], c[2];
-	int h, i;
-
-	UNROLL for (h = 0; h < 2; h++) {
-		UNROLL for (i = 0; i < 4; i++)
-			a[i] = _mm256_hadd_epi32(p[8 * h + 2 * i], p[8 * h + 2 * i + 1]);
-		b[0] = _mm256_hadd_epi32(a[0], a[1]);
-		b[1] = _mm256_hadd_epi32(a[2], a[3]);
-		c[h] = _mm256_add_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
-		    _mm256_permute2x128_si256(b[0], b[1], 0x31));
-	}
-	return _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1);
-}
-
-/*
  * 16 rows' blocks of 32 int16 (v[r]) into a panel's block: pair k of
  * row r (two int16, a 32-bit lane) at dwords k * 16 + r, by a 16x16
  * transpose.
