@@ -1,7 +1,8 @@
 #!/bin/sh
-# Run every test and count.  Each test prints "PASS: name", "FAIL: name"
-# or "SKIP: name: why"; a test program that crashes counts as a failure.
-# Usage: sh tests/run.sh (from the project root, after make).
+# Run every test (or those named) and count.  Each test prints "PASS:
+# name", "FAIL: name" or "SKIP: name: why"; a test program that crashes
+# counts as a failure.
+# Usage: sh tests/run.sh [tests/test_X ...] (from the project root, after make testbin).
 set -u
 export LLM_TEST_TMP="$PWD/tests/tmp"
 export LLM_SHARED="${LLM_SHARED:-$PWD/../shared}"
@@ -10,7 +11,8 @@ mkdir -p "$LLM_TEST_TMP"
 results="$LLM_TEST_TMP/results"
 : >"$results"
 
-for t in tests/test_*; do
+[ $# -gt 0 ] || set -- tests/test_*
+for t in "$@"; do
 	case "$t" in
 	*.c|*.h) continue ;;
 	*.sh) cmd="sh $t" ;;
