@@ -90,7 +90,12 @@ refbench() {
 # The cache types (issue 13): bytes a position takes, decode speed as the
 # context fills, the prefill of a 4000-token prompt, and peak RSS for that
 # prompt and 64 generated tokens; on each instruction set the machine has.
-ISAS=${BENCH_ISAS:-"$(native_isa) avx2"}
+# (AVX2 beside the best on x86-64; on AArch64 the best alone)
+best=$(native_isa)
+case $best in
+avx*|amx) ISAS=${BENCH_ISAS:-"$best avx2"} ;;
+*) ISAS=${BENCH_ISAS:-$best} ;;
+esac
 ISAS=$(echo $ISAS | tr ' ' '\n' | awk '!seen[$0]++' | tr '\n' ' ')
 prompt 1 >"$TMP/c1"; prompt 1000 >"$TMP/c1000"; prompt 4000 >"$TMP/c4000"
 echo
@@ -528,7 +533,7 @@ printf ']' >>"$JSON"
 # decode and prefill of 128: the plain llama path pays nothing for the
 # others, whose extras (biases, head norms, fused views) show here.  Then
 # the Qwen2.5-0.5B shape (qwen2, Q8_0, tied, vocabulary 151936) beside
-# llama-bench on the same file: speed, and peak RSS under /usr/bin/time
+# llama-bench on the same file: speed, and peak RSS (llama.cpp's under GNU's /usr/bin/time)
 # (llama-bench -p 128 -n 64 -r 1).
 echo
 echo "families, SmolLM2 shape, q8_0, $th threads (medians of $ROUNDS rounds): decode 64 and prefill 128"
@@ -558,9 +563,10 @@ echo "Qwen2.5-0.5B shape (qwen2, q8_0, tied), $th threads, $ROUNDS alternating r
 printf '%-10s %9s %9s %9s\n' program "dec/s" "pp128/s" "rss MB"
 : >"$TMP/qw"
 for r in $(seq "$ROUNDS"); do
-	/usr/bin/time -f %M -o "$TMP/qwt" $D -m "$qm" -t "$th" -n 64 --warmup --ignore-eos --greedy --stats-json \
+	$D -m "$qm" -t "$th" -n 64 --warmup --ignore-eos --greedy --stats-json \
 		<"$TMP/p128" >/dev/null 2>"$TMP/qw1" || exit 1
-	ours="$(json decode_tok_s "$TMP/qw1") $(json prefill_tok_s "$TMP/qw1") $(tail -n 1 "$TMP/qwt")"
+	# ours from getrusage as --stats-json says it (KiB, as GNU time prints llama.cpp's)
+	ours="$(json decode_tok_s "$TMP/qw1") $(json prefill_tok_s "$TMP/qw1") $(json peak_rss_bytes "$TMP/qw1" | awk '{ printf "%d", $1 / 1024 }')"
 	theirs="- - -"
 	if [ -x "$REF" ]; then
 		/usr/bin/time -f %M -o "$TMP/qwt" "$REF" -m "$qm" -t "$th" -p 128 -n 64 -r 1 -o csv >"$TMP/qwr" 2>/dev/null &&

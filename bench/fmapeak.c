@@ -2,7 +2,9 @@
  * fmapeak: the machine's f32 multiply-add peak with N threads, the bound
  * a prefill cannot beat (it is matrix products).  Twelve independent
  * chains of fused multiply-adds per thread, on the widest vectors the
- * processor has (or those LLM_ISA names: avx2, avx512).  Prints FLOP per
+ * processor has (or those LLM_ISA names: avx2, avx512; NEON's 4 lanes on
+ * AArch64; with 4 pipes, as Apple's cores have, 12 chains of 4-cycle
+ * latency keep them busy).  Prints FLOP per
  * second on stdout, counting a multiply-add as two; 0 where there are no
  * FMA instructions.
  *
@@ -60,6 +62,27 @@ run256(void)
 	}
 	return s;
 }
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+
+static double
+run128(void)
+{
+	float32x4_t a[CHAINS], b = vdupq_n_f32(0.999999f), c = vdupq_n_f32(1e-6f);
+	float s = 0;
+	long k;
+	int i;
+
+	for (i = 0; i < CHAINS; i++)
+		a[i] = vdupq_n_f32((float)i);
+	for (k = 0; k < STEPS; k++)
+#pragma GCC unroll 12
+		for (i = 0; i < CHAINS; i++)
+			a[i] = vfmaq_f32(c, a[i], b);
+	for (i = 0; i < CHAINS; i++)
+		s += vaddvq_f32(a[i]);
+	return s;
+}
 #endif
 
 static int lanes;
@@ -71,6 +94,8 @@ worker(void *arg)
 	(void)arg;
 #if defined(__x86_64__) || defined(__i386__)
 	sink += lanes == 16 ? run512() : run256();
+#elif defined(__aarch64__)
+	sink += run128();
 #endif
 	return NULL;
 }
@@ -100,6 +125,8 @@ main(int argc, char *argv[])
 		lanes = 16;
 	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 		lanes = 8;
+#elif defined(__aarch64__)
+	lanes = 4;
 #endif
 	if (!lanes || (isa && strcmp(isa, "scalar") == 0)) {
 		puts("0");

@@ -37,7 +37,7 @@ for shape in ${BENCH_GEMMA_SHAPES:-gemma3-270m gemma3-1b}; do
 	for n in ${BENCH_GEMMA_LENGTHS:-1000 8000 32000}; do
 		prompt "$n" >"$TMP/gp"
 		ctx=$((n + 16))
-		/usr/bin/time -f %M -o "$TMP/gt" $D -m "$m" -t "$th" --ctx $ctx -n 16 --ignore-eos --greedy \
+		$D -m "$m" -t "$th" --ctx $ctx -n 16 --ignore-eos --greedy \
 			--stats-json <"$TMP/gp" >/dev/null 2>"$TMP/gg" || exit 1
 		rkb=0
 		[ $ref -eq 1 ] && /usr/bin/time -f %M -o "$TMP/grt" "$REF" -m "$m" -t "$th" -p "$n" -n 16 -r 1 \

@@ -73,11 +73,16 @@ awk -v o="$ours" -v s="$secs" -v r="${theirs:-0}" -v a="$t0" -v b="$t1" 'BEGIN {
 	    b - a, s / (b - a), (b - a) / s
 }'
 
-# the same batch on the lower sets the machine has (LLM_ISA): avx512vnni under amx, and avx2
+# the same batch on the lower sets the machine has (LLM_ISA): avx512vnni under amx, and avx2;
+# on AArch64 dotprod under i8mm, and neon
 isa=$(sh -c "echo 1 | $D -m $m -n 1 --stats-json 2>&1 >/dev/null" | sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p')
-lower=
-[ "$isa" = amx ] && lower=avx512vnni
-[ "$isa" != avx2 ] && [ "$isa" != scalar ] && lower="$lower avx2"
+case $isa in
+amx) lower="avx512vnni avx2" ;;
+avx512*) lower=avx2 ;;
+i8mm) lower="dotprod neon" ;;
+dotprod) lower=neon ;;
+*) lower= ;;
+esac
 for low in $lower; do
 	: >"$TMP/lb2"
 	for r in $(seq "$ROUNDS"); do
