@@ -119,7 +119,7 @@ testbin: all $(TESTBIN) $(REPLAYBIN) tests/fuzz/mkseeds
 
 # The tests on Linux AArch64 under qemu-user, built by each cross compiler
 # (tests/cross.sh says which tests and processors).
-check-aarch64:
+check-aarch64: $(MKMODEL)
 	sh tests/cross.sh
 
 # Every tool compiled and linked for macOS, arm64 and x86_64, by zig cc

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int check_failed, check_total_failed;
 static char check_skip[1024];
@@ -25,9 +26,29 @@ static char check_skip[1024];
 	} \
 } while (0)
 
+/*
+ * 1 if $LLM_TEST_SKIP (names separated by spaces or commas) names this
+ * test: tests/cross.sh skips there what emulation makes minutes long.
+ */
+static inline int
+check_skipped(const char *name)
+{
+	const char *s = getenv("LLM_TEST_SKIP"), *p;
+	size_t n = strlen(name);
+
+	for (p = s; p && (p = strstr(p, name)) != NULL; p += n)
+		if ((p == s || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == ','))
+			return 1;
+	return 0;
+}
+
 #define TEST(fn) do { \
 	check_failed = 0; \
 	check_skip[0] = '\0'; \
+	if (check_skipped(#fn)) { \
+		printf("SKIP: %s: LLM_TEST_SKIP names it\n", #fn); \
+		break; \
+	} \
 	fn(); \
 	if (check_skip[0] && !check_failed) \
 		printf("SKIP: %s: %s\n", #fn, check_skip); \

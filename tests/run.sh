@@ -19,8 +19,10 @@ for t in "$@"; do
 	*) [ -x "$t" ] || continue; cmd="$t" ;;
 	esac
 	echo "== $t"
+	start=$(date +%s)
 	$cmd >"$LLM_TEST_TMP/out" 2>"$LLM_TEST_TMP/err"
 	rc=$?
+	echo "# $t: $(($(date +%s) - start)) s"
 	cat "$LLM_TEST_TMP/out" >>"$results"
 	cat "$LLM_TEST_TMP/out"
 	if grep -q '^FAIL' "$LLM_TEST_TMP/out" || [ $rc -ne 0 ]; then

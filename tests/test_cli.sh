@@ -140,7 +140,7 @@ man_pages_format_without_warnings() {
 	command -v groff >/dev/null || skip "groff is not installed (.ci/run installs groff-base)"
 	for f in man/*.[157]; do
 		mandoc -Tlint -W warning "$f" >"$TMP/lint" 2>&1
-		grep -v 'mandoc.db\|referenced manual not found' "$TMP/lint" >"$TMP/lint2"
+		grep -v -e 'mandoc.db' -e 'referenced manual not found' "$TMP/lint" >"$TMP/lint2"
 		[ ! -s "$TMP/lint2" ] || fail "$f: $(cat "$TMP/lint2")"
 		groff -mandoc -Tutf8 -ww "$f" >/dev/null 2>"$TMP/groff"
 		groff -mandoc -Tutf8 -ww -rLL=80n "$f" >/dev/null 2>>"$TMP/groff"

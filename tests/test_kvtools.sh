@@ -325,7 +325,7 @@ man_page_versions_match_the_writer() {
 	page="$PWD/man/llm-kv.5"
 	# "128 (versions 1 and 2) or 160 (versions 3 to 5)": lines "size first last"
 	sed -n 's/^\.It 12 Ta 4 Ta header_size Ta //p' "$page" |
-		sed 's/ or /\n/g' | sed -n 's/^\([0-9]*\) (versions \([0-9]*\) \(and\|to\) \([0-9]*\))$/\1 \2 \4/p' \
+		awk '{ gsub(/ or /, "\n"); print }' | sed -n -E 's/^([0-9]*) \(versions ([0-9]*) (and|to) ([0-9]*)\)$/\1 \2 \4/p' \
 		>"$TMP/sizes"
 	[ "$(wc -l <"$TMP/sizes")" -eq 2 ] || fail "header_size row not understood: $(cat "$TMP/sizes")"
 	pos=$(sed -n 's/^\.It positions Ta positions_offset Ta .*, versions \([0-9]*\) to \([0-9]*\) only$/\1 \2/p' "$page")

@@ -219,7 +219,7 @@ errors_are_named() {
 	for args in "--template nope" "-m $m x" "-m $m --kv -" "-m $m --kv-sinks 2" "-m $m --greedy --temp 1" "-m $m -n 0"; do
 		echo hi | "$C" $args >/dev/null 2>"$TMP/err"
 		[ $? -eq 2 ] || fail "$args: not a usage error: $(cat "$TMP/err")"
-		[ "$(wc -l <"$TMP/err")" -ge 1 ] && grep -q '^llm-chat: \|^usage: ' "$TMP/err" || fail "$args: $(cat "$TMP/err")"
+		[ "$(wc -l <"$TMP/err")" -ge 1 ] && grep -q -e '^llm-chat: ' -e '^usage: ' "$TMP/err" || fail "$args: $(cat "$TMP/err")"
 	done
 	echo hi | "$C" -m "$m" --template llama3 >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] && grep -q 'needs the control token' "$TMP/err" || fail "llama3 on chatml: $(cat "$TMP/err")"
