@@ -236,7 +236,7 @@ printf ']' >>"$JSON"
 # q8_0 elsewhere (tools/fixture.c).
 echo
 echo "accuracy of the weight types against the f32 model: mean |change of log p| (SmolLM2 shape, std 0.05, 300 random tokens)"
-echo "(each instruction set: AVX2 rounds x to 16 bits for q4_0, q5_0, q4_K and q6_K, avx512vnni for q8_0;"
+echo "(each instruction set, with the same bits: every set rounds x to 16 bits a block for every block type;"
 echo " q6_K: as llama.cpp quantizes this shape, q8_0 where rows are 576 wide)"
 printf '%-11s %-10s %10s %12s\n' weights isa "mean |dlp|" "llama.cpp"
 wf="$TMP/smollm2-135m-f32-std05.gguf"
