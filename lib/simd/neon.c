@@ -433,31 +433,6 @@ SIMD_TARGET_BEGIN(NEON_I8MM)
 SIMD_TARGET_END
 #undef NLEVEL
 
-SIMD_TARGET_BEGIN(NEON_DOTPROD)
-static void
-ndot_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	if (type == GGML_F32 || type == GGML_F16 || type == GGML_BF16)
-		quant_neon_gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-	else
-		quant_ndot_igemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-}
-SIMD_TARGET_END
-
-SIMD_TARGET_BEGIN(NEON_I8MM)
-
-static void
-nmm_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *x, size_t ldx, int T, float *out, size_t ldo)
-{
-	if (type == GGML_F32 || type == GGML_F16 || type == GGML_BF16)
-		quant_neon_gemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-	else
-		quant_nmm_igemm(type, w, row_bytes, r0, r1, cols, x, ldx, T, out, ldo);
-}
-SIMD_TARGET_END
-
 const struct kernels *
 simd_neon(void)
 {
@@ -499,7 +474,7 @@ simd_dotprod(void)
 {
 	static struct kernels k;
 
-	return neon_with(&k, "dotprod", ndot_gemm, quant_ndot_round, quant_ndot_gemm_rounded);
+	return neon_with(&k, "dotprod", quant_ndot_gemm, quant_ndot_round, quant_ndot_gemm_rounded);
 }
 
 const struct kernels *
@@ -507,7 +482,7 @@ simd_i8mm(void)
 {
 	static struct kernels k;
 
-	return neon_with(&k, "i8mm", nmm_gemm, quant_nmm_round, quant_nmm_gemm_rounded);
+	return neon_with(&k, "i8mm", quant_nmm_gemm, quant_nmm_round, quant_nmm_gemm_rounded);
 }
 #else
 const struct kernels *
