@@ -17,6 +17,8 @@ LIB = lib/libllm.a
 BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump cmd/llm-chat
 # What the programs share and the library does not have (cmd/tool.h)
 TOOLOBJ = cmd/tool.o cmd/sampling.o
+# llm-decode's modes beside its main, and the session it shares with llm-chat (cmd/session.h)
+DECODEOBJ = cmd/lines.o cmd/session.o
 MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1 man/llm-chat.1
 MAN5 = man/llm-kv.5
 MAN7 = man/llm.7
@@ -44,7 +46,7 @@ FUZZ_SECONDS = 60
 all: $(LIB) $(BIN) $(MKMODEL)
 
 $(LIBOBJ): $(LIBHDR) config.mk
-$(BIN:=.o) $(TOOLOBJ): $(LIBHDR) cmd/tool.h cmd/sampling.h config.mk
+$(BIN:=.o) $(TOOLOBJ) $(DECODEOBJ): $(LIBHDR) cmd/tool.h cmd/sampling.h cmd/session.h cmd/decode.h config.mk
 $(MKOBJ) $(MKMODEL:=.o) $(TESTBIN:=.o): $(LIBHDR) cmd/tool.h tools/ggufw.h tools/fixture.h tests/check.h config.mk
 $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/fuzz/fuzz.h config.mk
 
@@ -62,13 +64,16 @@ $(LIB): $(LIBOBJ)
 	$(AR) rcs $@ $(LIBOBJ)
 
 $(BIN): $(LIB) $(TOOLOBJ)
+cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump:
 	$(CC) $(LDFLAGS) -o $@ $@.o $(TOOLOBJ) $(LIB) $(LDLIBS)
 
-cmd/llm-decode: cmd/llm-decode.o
+cmd/llm-decode: cmd/llm-decode.o $(DECODEOBJ)
+	$(CC) $(LDFLAGS) -o $@ $@.o $(DECODEOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 cmd/llm-tokenize: cmd/llm-tokenize.o
 cmd/llm-kvstat: cmd/llm-kvstat.o
 cmd/llm-kvdump: cmd/llm-kvdump.o
-cmd/llm-chat: cmd/llm-chat.o
+cmd/llm-chat: cmd/llm-chat.o cmd/session.o
+	$(CC) $(LDFLAGS) -o $@ $@.o cmd/session.o $(TOOLOBJ) $(LIB) $(LDLIBS)
 
 $(MKMODEL) $(TESTBIN): $(MKOBJ) $(TOOLOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $@.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
@@ -167,7 +172,7 @@ uninstall:
 	for f in $(MAN7); do rm -f $(DESTDIR)$(MANPREFIX)/man7/$${f#man/}; done
 
 clean:
-	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TOOLOBJ) $(TESTBIN) $(TESTBIN:=.o) \
+	rm -f $(LIB) $(LIBOBJ) $(BIN) $(BIN:=.o) $(TOOLOBJ) $(DECODEOBJ) $(TESTBIN) $(TESTBIN:=.o) \
 		$(MKMODEL) $(MKMODEL:=.o) $(MKOBJ) $(BENCHBIN) $(BENCHBIN:=.o) \
 		$(FUZZOBJ) $(FUZZLIBOBJ) $(REPLAYBIN) tests/fuzz/mkseeds tests/fuzz/mkseeds.o
 	rm -rf tests/tmp bench/tmp tests/fuzz/build

@@ -12,14 +12,10 @@
 
 #include "../lib/batch.h"
 #include "../lib/chat.h"
-#include "../lib/kernels.h"
-#include "../lib/kv.h"
-#include "../lib/model.h"
-#include "../lib/pool.h"
-#include "../lib/snapshot.h"
 #include "../lib/tok.h"
 #include "../lib/util.h"
 #include "sampling.h"
+#include "session.h"
 #include "tool.h"
 
 static void
@@ -40,13 +36,9 @@ static const char *const ends[] = { "end", "limit", "context", "interrupt" };
 enum { END_TURN, END_LIMIT, END_CONTEXT, END_INTERRUPT };
 
 struct chat {
-	struct model m;
-	struct model_run run;
-	struct pool *pool;
+	struct session s;	/* the model, and --kv's snapshot while the cache reads its rows in place */
 	struct tok tok;
 	struct kv kv;
-	struct snapshot snap;	/* --kv's, mapped while the cache reads its rows in place */
-	int have_snap;
 	struct batch b;
 	int family;		/* CHAT_NONE: no template, each line continues the text */
 	int close_len;		/* the tokens chat_close appends */
@@ -55,7 +47,7 @@ struct chat {
 	size_t n_msgs, rendered;	/* the first rendered are in conv */
 	/* the conversation's ids; between turns the cache holds them all */
 	struct ids conv;
-	const char *model_path, *kv_path;
+	const char *kv_path;
 	int n_predict, turn, stats_json, quiet;
 	uint64_t seed;
 };
@@ -92,32 +84,23 @@ push_msg(struct chat *c, int role, const char *text)
 	c->n_msgs++;
 }
 
-/* Run the conversation's ids the cache does not hold yet through it, a batch at a time; their count, or -1. */
+/*
+ * Run the conversation's ids the cache does not hold yet through it (a
+ * closed turn), by the loop with nothing to generate; 0, or -1 said on
+ * stderr.
+ */
 static int
 catch_up(struct chat *c)
 {
-	int pos, n, done = 0;
-
-	for (pos = c->kv.seq_len; pos < (int)c->conv.n; pos += n) {
-		n = (int)c->conv.n - pos < MODEL_BATCH ? (int)c->conv.n - pos : MODEL_BATCH;
-		if (model_forward(&c->run, &c->kv, c->conv.v + pos, n, pos, MODEL_OUT_NONE, NULL) < 0)
-			return -1;
-		done += n;
-	}
-	return done;
-}
-
-static int
-save(struct chat *c)
-{
-	struct snap_meta meta;
-
-	snapshot_meta_of(&meta, &c->m, &c->kv);
-	if (snapshot_write(c->kv_path, &meta, &c->kv, c->conv.v, c->kv.seq_len) < 0) {
-		warnx_("%s: %s", c->kv_path, llm_err());
-		return -1;
-	}
-	return 0;
+	struct batch_seq q;
+	c->b.n_predict = 0;
+	batch_start(&c->b, &q, c->conv.v, (int)c->conv.n, &c->kv, c->kv.seq_len);
+	while (q.state != SEQ_DONE && batch_step(&c->b) == 0)
+		;
+	if (q.failed)
+		weprintf("%s: %s", c->s.model_path, q.err);
+	batch_seq_free(&q);
+	return q.failed ? -1 : 0;
 }
 
 /* The errno of stdout's first failure; after one, nothing more is written. */
@@ -147,7 +130,7 @@ refuse(struct chat *c, size_t n_conv, const char *fmt, int a, int b)
 	char msg[256];
 
 	snprintf(msg, sizeof msg, fmt, a, b);
-	warnx_("turn %d: %s; the conversation is as it was", c->turn + 1, msg);
+	weprintf("turn %d: %s; the conversation is as it was", c->turn + 1, msg);
 	c->conv.n = n_conv;
 	free(c->msgs[--c->n_msgs].text);
 	c->turn++;
@@ -172,13 +155,13 @@ turn(struct chat *c, const char *text, int *interrupted)
 	struct tok_decoder dec;
 	struct buf reply = { 0 }, piece = { 0 };
 	size_t shown = 0;
-	long computed = c->b.computed, closed = 0;
+	long computed = c->b.computed;
 
 	push_msg(c, CHAT_USER, text);
 	if (c->family == CHAT_NONE)
 		tok_encode(&c->tok, text, strlen(text), 0, &c->conv);
 	else if (chat_render_from(&c->tok, c->family, c->msgs, c->n_msgs, c->rendered, &c->conv) < 0) {
-		warnx_("%s: %s", c->model_path, llm_err());
+		weprintf("%s: %s", c->s.model_path, llm_err());
 		return -1;
 	}
 	n_prompt = (int)c->conv.n;
@@ -196,12 +179,12 @@ turn(struct chat *c, const char *text, int *interrupted)
 	while (q.state != SEQ_DONE) {
 		/* the prompt goes through whatever comes: the cache keeps whole turns */
 		if (got_signal && q.state == SEQ_GEN) {
-			batch_end(&c->b, &q);
+			batch_end(&c->b, &q, 1);
 			end = END_INTERRUPT;
 			break;
 		}
 		if (batch_step(&c->b) < 0 || q.failed) {
-			warnx_("%s: %s", c->model_path, q.failed ? q.err : llm_err());
+			weprintf("%s: %s", c->s.model_path, q.err);
 			status = -1;
 			break;
 		}
@@ -216,7 +199,7 @@ turn(struct chat *c, const char *text, int *interrupted)
 		}
 		t_last = now_seconds();
 		if (lost) {
-			batch_end(&c->b, &q);
+			batch_end(&c->b, &q, 1);
 			break;
 		}
 	}
@@ -228,7 +211,7 @@ turn(struct chat *c, const char *text, int *interrupted)
 	    out("\n", 1) < 0))
 		lost = 1;
 	if (lost && out_err != EPIPE)
-		warnx_("stdout: %s", strerror(out_err));
+		weprintf("stdout: %s", strerror(out_err));
 	if (end == END_TURN && (int)q.gen.n == c->b.n_predict)
 		end = c->b.n_predict < c->n_predict ? END_CONTEXT : END_LIMIT;
 	/* the reply joins the conversation, however it ended, and its turn is closed */
@@ -238,15 +221,13 @@ turn(struct chat *c, const char *text, int *interrupted)
 	push_msg(c, CHAT_ASSISTANT, reply.s);
 	c->rendered = c->n_msgs;
 	if (c->family != CHAT_NONE && chat_close(&c->tok, c->family, &c->conv) < 0)
-		warnx_("%s: %s", c->model_path, llm_err()), status = -1;
-	if (status == 0 && (closed = catch_up(c)) < 0) {
-		warnx_("%s: %s", c->model_path, llm_err());
+		weprintf("%s: %s", c->s.model_path, llm_err()), status = -1;
+	if (status == 0 && catch_up(c) < 0)
 		status = -1;
-	}
-	if (status == 0 && c->kv_path && save(c) < 0)
+	if (status == 0 && c->kv_path && session_save(&c->s, c->kv_path, &c->kv, c->conv.v) < 0)
 		status = -1;
 	if (end == END_CONTEXT)
-		warnx_("turn %d: the reply was cut where the context of %d ends; the conversation can "
+		weprintf("turn %d: the reply was cut where the context of %d ends; the conversation can "
 		    "go no further (a larger --ctx, or --kv-window)", c->turn + 1, c->kv.max_ctx);
 	if (c->stats_json) {
 		struct json j;
@@ -255,7 +236,7 @@ turn(struct chat *c, const char *text, int *interrupted)
 		json_int(&j, "turn", c->turn + 1);
 		json_int(&j, "prompt_tokens", n_prompt);
 		json_int(&j, "reused_tokens", reused);
-		json_int(&j, "computed_tokens", c->b.computed - computed + (closed > 0 ? closed : 0));
+		json_int(&j, "computed_tokens", c->b.computed - computed);
 		json_int(&j, "generated_tokens", (long long)q.gen.n);
 		json_str(&j, "end", ends[end]);
 		json_num(&j, "ttft_ms", q.gen.n ? (t_first - t0) * 1e3 : 0);
@@ -272,17 +253,6 @@ turn(struct chat *c, const char *text, int *interrupted)
 	buf_free(&piece);
 	c->turn++;
 	return status < 0 ? status : lost ? (out_err == EPIPE ? -2 : -1) : 0;
-}
-
-/* A --kv-type argument, or exit 2 naming the types. */
-static int
-cache_type(const char *arg)
-{
-	int t = kv_type_parse(arg);
-
-	if (t < 0)
-		die(2, "--kv-type: '%s': expected f32, f16, q8_0 or q4_0", arg);
-	return t;
 }
 
 /* The text of ids[0..n), NUL-terminated. */
@@ -303,35 +273,26 @@ decode(const struct tok *t, const int *ids, size_t n, struct buf *out)
  * window unless given (and then they must agree), read in place.
  */
 static void
-resume(struct chat *c, int *type, int *window, int *sinks, int ctx, const char *system)
+resume(struct chat *c, int type, const char *system)
 {
 	const char *path = c->kv_path;
-	int what;
+	const struct snapshot *snap = &c->s.snap;
 
-	if (snapshot_open(&c->snap, path) < 0)
-		die(1, "%s: %s", path, llm_err());
-	c->have_snap = 1;
-	if (*type < 0 && c->snap.meta.k_type != c->snap.meta.v_type)
+	session_snapshot(&c->s, path);
+	if (type < 0 && snap->meta.k_type != snap->meta.v_type)
 		die(1, "%s: its keys are %s and its values %s; llm-chat keeps one type", path,
-		    kv_type_name(c->snap.meta.k_type), kv_type_name(c->snap.meta.v_type));
-	if (*type < 0)
-		*type = c->snap.meta.k_type;
-	if (!*window && c->snap.meta.window)
-		*window = (int)c->snap.meta.window, *sinks = (int)c->snap.meta.sinks;
-	if (model_kv_init(&c->m, &c->kv,
-	    ctx ? ctx : (int)c->snap.meta.max_ctx, 0, *type, *type) < 0)
-		die(1, "%s", llm_err());
-	if (*window && kv_set_window(&c->kv, *sinks, *window) < 0)
-		die(2, "--kv-window %d --kv-sinks %d: %s", *window, *sinks, llm_err());
-	if (snapshot_check(&c->snap, &c->m, &c->kv, &what) < 0)
-		die(1, "%s: %s%s", path, llm_err(), what == SNAP_MODEL ? ": another model's "
-		    "conversation" : what == SNAP_TYPES ? ": resume with its --kv-type, or start "
-		    "another" : ": resume with its --kv-window and --kv-sinks, or start another");
-	for (uint32_t p = 0; p < c->snap.n_pos; p++)
-		ids_push(&c->conv, (int)snapshot_token(&c->snap, p));
+		    kv_type_name(snap->meta.k_type), kv_type_name(snap->meta.v_type));
+	if (!c->s.co.ctx)
+		c->s.co.ctx = (int)snap->meta.max_ctx;
+	session_cache(&c->s, &c->kv);
+	session_check(&c->s, &c->kv, (const char *const[]){ NULL, "another model's conversation",
+	    "resume with its --kv-type, or start another",
+	    "resume with its --kv-window and --kv-sinks, or start another" });
+	for (uint32_t p = 0; p < snap->n_pos; p++)
+		ids_push(&c->conv, (int)snapshot_token(snap, p));
 	if (c->conv.n == 0)
 		die(1, "%s: holds no conversation", path);
-	if (snapshot_resume(&c->snap, &c->kv, c->conv.v, (int)c->conv.n) < 0)
+	if (snapshot_resume(snap, &c->kv, c->conv.v, (int)c->conv.n) < 0)
 		die(1, "%s: %s", path, llm_err());
 	/* the same --system again is its own; another cannot be put before what was said */
 	if (system) {
@@ -352,8 +313,16 @@ resume(struct chat *c, int *type, int *window, int *sinks, int ctx, const char *
 	c->rendered = c->n_msgs;
 }
 
-int
-main(int argc, char *argv[])
+/* The command line, as given. */
+struct opts {
+	const char *model, *system;
+	struct cache_opts co;
+	struct sampling sa;
+	int threads, family;
+};
+
+static void
+parse_args(int argc, char *argv[], struct chat *c, struct opts *o)
 {
 	enum { O_CTX = 256, O_SYSTEM, O_TEMPLATE, O_KV, O_KV_TYPE, O_KV_WINDOW, O_KV_SINKS,
 		O_STATS_JSON };
@@ -371,39 +340,32 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static struct chat c;
-	struct sampling sa;
-	struct stat st;
-	const char *system = NULL;
-	char *line = NULL, *def = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	int threads = pool_default_threads(), ctx = 0, type = -1, window = 0, sinks = -1;
-	int family = CHAT_NONE, tty, failed = 0, status = 0, interrupted = 0, o;
+	int ch;
 
-	argv0 = "llm-chat";
-	argv[0] = (char *)argv0;
-	sampling_defaults(&sa);
-	c.n_predict = INT_MAX;
-	while ((o = getopt_long(argc, argv, "m:n:t:qh", longopts, NULL)) != -1) {
-		if (sampling_option(&sa, o, optarg))
+	sampling_defaults(&o->sa);
+	cache_opts_init(&o->co);
+	o->threads = pool_default_threads();
+	o->family = CHAT_NONE;
+	c->n_predict = INT_MAX;
+	while ((ch = getopt_long(argc, argv, "m:n:t:qh", longopts, NULL)) != -1) {
+		if (sampling_option(&o->sa, ch, optarg))
 			continue;
-		switch (o) {
-		case 'm': c.model_path = optarg; break;
-		case 'n': c.n_predict = (int)opt_int("-n", optarg, 1, INT_MAX); break;
-		case 't': threads = (int)opt_int("-t", optarg, 1, 256); break;
-		case O_CTX: ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
-		case O_SYSTEM: system = optarg; break;
+		switch (ch) {
+		case 'm': o->model = optarg; break;
+		case 'n': c->n_predict = (int)opt_int("-n", optarg, 1, INT_MAX); break;
+		case 't': o->threads = (int)opt_int("-t", optarg, 1, 256); break;
+		case O_CTX: o->co.ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
+		case O_SYSTEM: o->system = optarg; break;
 		case O_TEMPLATE:
-			if ((family = chat_parse(optarg)) == CHAT_NONE)
+			if ((o->family = chat_parse(optarg)) == CHAT_NONE)
 				die(2, "--template: '%s': expected one of %s", optarg, chat_names());
 			break;
-		case O_KV: c.kv_path = optarg; break;
-		case O_KV_TYPE: type = cache_type(optarg); break;
-		case O_KV_WINDOW: window = (int)opt_int("--kv-window", optarg, 1, KV_MAX_CTX); break;
-		case O_KV_SINKS: sinks = (int)opt_int("--kv-sinks", optarg, 0, KV_MAX_CTX); break;
-		case O_STATS_JSON: c.stats_json = 1; break;
-		case 'q': c.quiet = 1; break;
+		case O_KV: c->kv_path = optarg; break;
+		case O_KV_TYPE: o->co.k_type = o->co.v_type = cache_type("--kv-type", optarg); break;
+		case O_KV_WINDOW: o->co.window = (int)opt_int("--kv-window", optarg, 1, KV_MAX_CTX); break;
+		case O_KV_SINKS: o->co.sinks = (int)opt_int("--kv-sinks", optarg, 0, KV_MAX_CTX); break;
+		case O_STATS_JSON: c->stats_json = 1; break;
+		case 'q': c->quiet = 1; break;
 		case 'h': usage(0); break;
 		case 'V': version(); break;
 		default: usage(2);
@@ -412,87 +374,62 @@ main(int argc, char *argv[])
 	if (optind != argc)
 		die(2, "'%s': an argument where none goes: the user's turns come on standard input, "
 		    "a line each", argv[optind]);
-	if (!c.model_path)
+	if (!o->model)
 		usage(2);
-	if (strcmp(c.model_path, "-") == 0 || (c.kv_path && strcmp(c.kv_path, "-") == 0))
-		die(2, "%s -: standard input carries the user's turns", c.kv_path &&
-		    strcmp(c.kv_path, "-") == 0 ? "--kv" : "-m");
-	if (sinks >= 0 && !window)
-		die(2, "--kv-sinks needs --kv-window: without a window nothing is evicted");
-	if (window && sinks < 0)
-		sinks = 4;
-	sampling_check(&sa);
-	c.seed = sa.seed;
-	signal(SIGXFSZ, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
+	if (strcmp(o->model, "-") == 0 || (c->kv_path && strcmp(c->kv_path, "-") == 0))
+		die(2, "%s -: standard input carries the user's turns", c->kv_path &&
+		    strcmp(c->kv_path, "-") == 0 ? "--kv" : "-m");
+	cache_opts_check(&o->co);
+	sampling_check(&o->sa);
+	c->seed = o->sa.seed;
+}
 
-	if (c.kv_path && stat(c.kv_path, &st) < 0 && errno == ENOENT && snapshot_writable(c.kv_path) < 0)
-		die(1, "%s: %s", c.kv_path, llm_err());
-	if (model_load(&c.m, c.model_path) < 0)
-		die(1, "%s: %s", c.model_path, llm_err());
-	if (tok_load(&c.tok, &c.m.gguf) < 0)
-		die(1, "%s: %s", c.model_path, llm_err());
-	if (family == CHAT_NONE)
-		family = chat_detect(&c.m.gguf);
-	c.family = family;
-	if (family == CHAT_NONE && system)
+/* The chat template: given, or the model's; one whose control tokens the vocabulary lacks is refused now. */
+static void
+template(struct chat *c, const struct opts *o)
+{
+	const char *model = c->s.model_path;
+
+	c->family = o->family != CHAT_NONE ? o->family : chat_detect(&c->s.m.gguf);
+	if (c->family == CHAT_NONE && o->system)
 		die(1, "%s: --system: the model has no chat template to put it in (give --template "
-		    "with one of %s)", c.model_path, chat_names());
-	if (family != CHAT_NONE) {
-		/* a template whose control tokens the vocabulary lacks is refused now */
+		    "with one of %s)", model, chat_names());
+	if (c->family != CHAT_NONE) {
 		struct chat_msg probe = { CHAT_USER, (char *)"" };
 		struct ids ids = { 0 };
-		if (chat_render(&c.tok, family, &probe, 1, &ids) < 0 || chat_close(&c.tok, family, &ids) < 0)
-			die(1, "%s: %s", c.model_path, llm_err());
+		if (chat_render(&c->tok, c->family, &probe, 1, &ids) < 0 ||
+		    chat_close(&c->tok, c->family, &ids) < 0)
+			die(1, "%s: %s", model, llm_err());
 		ids.n = 0;
-		chat_close(&c.tok, family, &ids);
-		c.close_len = (int)ids.n;
+		chat_close(&c->tok, c->family, &ids);
+		c->close_len = (int)ids.n;
 		ids_free(&ids);
-	} else if (!c.quiet)
-		warnx_("%s: no chat template: each line continues the text", c.model_path);
-	if (!(c.pool = pool_create(threads)))
-		die(1, "%s", llm_err());
-	model_run_init(&c.run, &c.m, c.pool);
-	if (ctx > c.m.c.context_length && !c.quiet)
-		warnx_("warning: --ctx %d is beyond the model's context_length %d", ctx,
-		    c.m.c.context_length);
+	} else if (!c->quiet)
+		weprintf("%s: no chat template: each line continues the text", model);
+}
 
-	if (c.kv_path && stat(c.kv_path, &st) == 0) {
-		resume(&c, &type, &window, &sinks, ctx, system);
-	} else {
-		if (model_kv_init(&c.m, &c.kv,
-		    ctx ? ctx : c.m.c.context_length, 0, type < 0 ? KV_F32 : type,
-		    type < 0 ? KV_F32 : type) < 0)
-			die(1, "%s", llm_err());
-		if (window && kv_set_window(&c.kv, sinks, window) < 0)
-			die(2, "--kv-window %d --kv-sinks %d: %s", window, sinks, llm_err());
-		if (c.tok.add_bos && c.tok.bos >= 0)
-			ids_push(&c.conv, c.tok.bos);
-		/* the system message as the template renders it: its own where none is given */
-		if (family != CHAT_NONE && (def = chat_system(&c.m.gguf, family, system)) != NULL)
-			push_msg(&c, CHAT_SYSTEM, def);
-	}
-	batch_init(&c.b, &c.run, 1);
-	c.b.temp = sa.temp, c.b.top_k = sa.top_k, c.b.top_p = sa.top_p;
-	c.b.min_p = sa.min_p, c.b.penalty = sa.penalty, c.b.last_n = sa.last_n;
-	if (family != CHAT_NONE)
-		c.b.end_id = chat_end_id(&c.tok, family);
+/* The user's turns, a line each, until the input ends or a signal or an error ends the session; the exit status. */
+static int
+converse(struct chat *c)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int tty = isatty(STDIN_FILENO) && !c->quiet, failed = 0, status = 0, interrupted = 0, o;
 
-	tty = isatty(STDIN_FILENO) && !c.quiet;
 	for (;;) {
 		arm_signals();
 		if (tty)
 			fputs("> ", stderr);
 		errno = 0;
 		if ((len = getline(&line, &cap, stdin)) < 0) {
-			if (got_signal) {
+			if (got_signal)
 				status = 128 + got_signal;
-				if (tty)
-					fputc('\n', stderr);
-			} else if (ferror(stdin)) {
-				warnx_("stdin:");
+			else if (ferror(stdin)) {
+				weprintf("stdin:");
 				status = 1;
-			} else if (tty)
+			}
+			if (tty && status != 1)
 				fputc('\n', stderr);
 			break;
 		}
@@ -501,12 +438,12 @@ main(int argc, char *argv[])
 		if (len == 0 || strspn(line, " \t") == (size_t)len)
 			continue;	/* no turn */
 		if (strlen(line) != (size_t)len) {
-			warnx_("stdin: turn %d: a NUL byte in the line; the conversation is as it was",
-			    c.turn + 1);
+			weprintf("stdin: turn %d: a NUL byte in the line; the conversation is as it was",
+			    c->turn + 1);
 			failed = 1;
 			continue;
 		}
-		o = turn(&c, line, &interrupted);
+		o = turn(c, line, &interrupted);
 		if (o < 0) {
 			status = o == -2 ? 128 + SIGPIPE : 1;
 			break;
@@ -520,16 +457,52 @@ main(int argc, char *argv[])
 			fputs("(stopped)\n", stderr);
 	}
 	free(line);
+	return status ? status : failed;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static struct chat c;
+	static struct opts o;
+	struct stat st;
+	char *def = NULL;
+	int status;
+
+	argv0 = "llm-chat";
+	argv[0] = (char *)argv0;
+	parse_args(argc, argv, &c, &o);
+	signal(SIGXFSZ, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (c.kv_path && stat(c.kv_path, &st) < 0 && errno == ENOENT && snapshot_writable(c.kv_path) < 0)
+		die(1, "%s: %s", c.kv_path, llm_err());
+	session_open(&c.s, o.model, o.threads, &o.co, c.quiet);
+	if (tok_load(&c.tok, &c.s.m.gguf) < 0)
+		die(1, "%s: %s", o.model, llm_err());
+	template(&c, &o);
+	if (c.kv_path && stat(c.kv_path, &st) == 0)
+		resume(&c, o.co.k_type, o.system);
+	else {
+		session_cache(&c.s, &c.kv);
+		if (c.tok.add_bos && c.tok.bos >= 0)
+			ids_push(&c.conv, c.tok.bos);
+		/* the system message as the template renders it: its own where none is given */
+		if (c.family != CHAT_NONE && (def = chat_system(&c.s.m.gguf, c.family, o.system)) != NULL)
+			push_msg(&c, CHAT_SYSTEM, def);
+	}
+	batch_init(&c.b, &c.s.run, 1);
+	sampling_set(&o.sa, &c.b);
+	if (c.family != CHAT_NONE)
+		c.b.end_id = chat_end_id(&c.tok, c.family);
+
+	status = converse(&c);
 	free(def);
 	batch_free(&c.b);
 	chat_free(c.msgs, c.n_msgs);
 	ids_free(&c.conv);
 	kv_free(&c.kv);
-	if (c.have_snap)
-		snapshot_close(&c.snap);
 	tok_free(&c.tok);
-	model_run_free(&c.run);
-	model_free(&c.m);
-	pool_destroy(c.pool);
-	return status ? status : failed;
+	session_close(&c.s);
+	return status;
 }

@@ -167,7 +167,7 @@ main(int argc, char *argv[])
 	if (gguf_open(&g, path) < 0 || tok_load(&t, &g) < 0)
 		die(1, "%s: %s", path, llm_err());
 	if (t.warning[0] && !quiet)
-		warnx_("%s: %s", path, t.warning);
+		weprintf("%s: %s", path, t.warning);
 
 	if (vocab) {
 		list_vocab(&t);

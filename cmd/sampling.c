@@ -68,3 +68,11 @@ sampling_check(struct sampling *s)
 	if (!s->seed_set)
 		s->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
+
+void
+sampling_set(const struct sampling *s, struct batch *b)
+{
+	b->temp = s->temp, b->top_k = s->top_k, b->top_p = s->top_p;
+	b->min_p = s->min_p, b->penalty = s->penalty, b->last_n = s->last_n;
+	b->seed = s->seed;
+}

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "../lib/batch.h"
+
 /* Option codes, above any other long option's. */
 enum { O_GREEDY = 512, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_PENALTY, O_LASTN, O_SEED };
 
@@ -39,5 +41,8 @@ int sampling_option(struct sampling *s, int c, const char *arg);
  * temperature to 0; a seed not given is drawn from the time and pid.
  */
 void sampling_check(struct sampling *s);
+
+/* The generation loop's sampling as the options say (and its seed). */
+void sampling_set(const struct sampling *s, struct batch *b);
 
 #endif

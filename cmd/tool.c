@@ -24,7 +24,7 @@ vwarn(const char *fmt, va_list ap)
 }
 
 void
-warnx_(const char *fmt, ...)
+weprintf(const char *fmt, ...)
 {
 	va_list ap;
 

@@ -14,8 +14,13 @@
  */
 #define argv0 llm_progname
 
-/* "argv0: message" on stderr; a format ending in ':' appends strerror(errno). */
-void warnx_(const char *fmt, ...);
+/*
+ * "argv0: message" on stderr, and for die() exit with status.  As sbase's
+ * weprintf and eprintf: a format ending in ':' appends ' ' and
+ * strerror(errno); any other is printed as it is (BSD's warn and warnx
+ * in one).
+ */
+void weprintf(const char *fmt, ...);
 _Noreturn void die(int status, const char *fmt, ...);
 
 /*

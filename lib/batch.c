@@ -33,17 +33,32 @@ batch_seq_free(struct batch_seq *q)
 	ids_free(&q->gen);
 	stop_free(&q->stop);
 	gstate_free(&q->gs);
+	free(q->lp);
+}
+
+size_t
+batch_seq_ready(const struct batch *b, const struct batch_seq *q)
+{
+	if (!b->n_stops || (q->state == SEQ_DONE && !q->stopped))
+		return q->gen.n;
+	return (size_t)q->stop.safe;
+}
+
+int
+batch_seq_token(const struct batch_seq *q, int pos)
+{
+	return pos < q->n_ids ? q->ids[pos] : q->gen.v[pos - q->n_ids];
 }
 
 static void
-fail(struct batch_seq *q, const char *fmt, ...)
+fail(struct batch_seq *q, int why, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(q->err, sizeof q->err, fmt, ap);
 	va_end(ap);
-	q->failed = 1;
+	q->failed = why;
 	q->state = SEQ_DONE;
 }
 
@@ -64,6 +79,7 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 	q->pos = pos;
 	q->state = SEQ_PROMPT;
 	q->left = -1;
+	q->n_predict = b->n_predict;
 	sampler_init(&q->smp, b->run->m->c.vocab_size, b->temp, b->top_k, b->top_p, b->seed);
 	sampler_controls(&q->smp, b->min_p, b->penalty, b->last_n);
 	for (int i = 0; i < n; i++)
@@ -72,12 +88,15 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 		stop_init(&q->stop, b->tok, b->stops, b->n_stops);
 	if (b->grammar) {
 		if (gstate_init(&q->gs, b->grammar) < 0) {
-			fail(q, "--grammar: %s", llm_err());
+			fail(q, SEQ_FAIL_GRAMMAR, "%s", llm_err());
 			return;
 		}
 		gstate_for(&q->gs, b->gm->t);
 	}
-	if ((b->score && n < 2) || (!b->score && b->n_predict == 0)) {
+	if (b->score && b->each && n > 1)
+		q->lp = xmalloc((size_t)(n - 1) * sizeof *q->lp);
+	/* nothing to score, or (generating none) nothing of the prompt left to fill the cache with */
+	if ((b->score && n < 2) || (!b->score && q->n_predict == 0 && pos >= n)) {
 		q->state = SEQ_DONE;
 		return;
 	}
@@ -105,12 +124,12 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 	if (b->grammar)	/* the mask allowed it: the state takes its piece, and may be at an end */
 		gmask_take(b->gm, &q->gs, next);
 	if (b->n_stops && stop_push(&q->stop, next)) {
-		q->gen.n = (size_t)q->stop.safe;	/* the stop text's tokens are not kept */
+		q->stopped = 1;	/* the stop text's tokens are never ready (batch_seq_ready) */
 		q->state = SEQ_DONE;
 		return;
 	}
 	sampler_accept(&q->smp, next);
-	if ((int)q->gen.n == b->n_predict || (b->grammar && gstate_finished(&q->gs))) {
+	if ((int)q->gen.n == q->n_predict || (b->grammar && gstate_finished(&q->gs))) {
 		q->state = SEQ_DONE;
 		return;
 	}
@@ -147,7 +166,10 @@ take_rows(void *arg, int ith, int nth)
 		float *row = b->out + (size_t)job->row[k] * V;
 		if (b->score) {
 			for (j = 0; j < job->seqs[k].n && !b->grammar; j++) {	/* a grammar's: scored before */
-				q->nll -= log_prob(row + (size_t)j * V, (int)V, q->ids[q->pos + j + 1]);
+				double lp = log_prob(row + (size_t)j * V, (int)V, q->ids[q->pos + j + 1]);
+				q->nll -= lp;
+				if (q->lp)
+					q->lp[q->scored] = lp;
 				q->scored++;
 			}
 			q->pos += job->seqs[k].n;
@@ -158,19 +180,29 @@ take_rows(void *arg, int ith, int nth)
 		q->pos += job->seqs[k].n;
 		if (job->seqs[k].what == MODEL_OUT_LAST)
 			take(b, q, row);
+		else if (q->pos == q->n_ids && q->n_predict == 0)
+			q->state = SEQ_DONE;	/* the prompt is in the cache: all it asked */
 	}
 }
 
-void
-batch_end(struct batch *b, struct batch_seq *q)
+int
+batch_end(struct batch *b, struct batch_seq *q, int run_last)
 {
-	int i, j;
+	int i, j, err = 0;
 
+	if (q->state == SEQ_GEN && run_last) {
+		struct model_seq s = { q->kv, &q->next, 1, q->pos, MODEL_OUT_NONE };
+		if ((err = model_forward_seqs(b->run, &s, 1, NULL)) < 0)
+			fail(q, SEQ_FAIL_MODEL, "%s", llm_err());
+		else
+			q->pos++, b->computed++;
+	}
 	q->state = SEQ_DONE;
 	for (i = j = 0; i < b->n_live; i++)
 		if (b->live[i] != q)
 			b->live[j++] = b->live[i];
 	b->n_live = j;
+	return err;
 }
 
 /* The tokens the sequence's grammar refuses made -inf in its row; -1 (the sequence failed) if it allows none. */
@@ -182,8 +214,8 @@ mask_row(struct batch *b, struct batch_seq *q, float *row)
 	int any = gmask_apply(b->gm, &q->gs, end, 4, row);
 
 	if (!any)
-		fail(q, "--grammar: no token of the vocabulary can go on from the text generated "
-		    "(%d tokens)", (int)q->gen.n);
+		fail(q, SEQ_FAIL_GRAMMAR, "no token of the vocabulary can go on from the text "
+		    "generated (%d tokens)", (int)q->gen.n);
 	return any ? 0 : -1;
 }
 
@@ -198,18 +230,21 @@ score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
 	const struct model_config *c = &b->run->m->c;
 	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
 
-	q->scored++;
+	double lp = -INFINITY;
+
 	if (q->left < 0) {
 		gmask_apply(b->gm, &q->gs, end, 4, row);
 		if (!b->gm->allowed[id])
 			q->left = at;
 	}
-	if (q->left >= 0) {
-		q->nll = INFINITY;
-		return;
+	if (q->left < 0) {
+		gmask_take(b->gm, &q->gs, id);
+		lp = log_prob(row, c->vocab_size, id);
 	}
-	gmask_take(b->gm, &q->gs, id);
-	q->nll -= log_prob(row, c->vocab_size, id);
+	q->nll -= lp;
+	if (q->lp)
+		q->lp[q->scored] = lp;
+	q->scored++;
 }
 
 int
@@ -232,12 +267,12 @@ batch_step(struct batch *b)
 			n = k ? prompt_end(b, q) - q->pos : 1;
 			n = n < budget ? n : budget;
 			if (!q->kv->win[0].window && q->pos + n > q->kv->max_ctx) {
-				fail(q, "context full: position %d is past max_ctx %d", q->pos + n - 1,
-				    q->kv->max_ctx);
+				fail(q, SEQ_FAIL_MODEL, "context full: position %d is past max_ctx %d",
+				    q->pos + n - 1, q->kv->max_ctx);
 				continue;
 			}
-			what = b->score ? MODEL_OUT_ALL : !k || q->pos + n == prompt_end(b, q) ?
-			    MODEL_OUT_LAST : MODEL_OUT_NONE;
+			what = b->score ? MODEL_OUT_ALL : q->n_predict > 0 && (!k ||
+			    q->pos + n == prompt_end(b, q)) ? MODEL_OUT_LAST : MODEL_OUT_NONE;
 			seqs[ns] = (struct model_seq){ q->kv, k ? q->ids + q->pos : &q->next, n, q->pos, what };
 			who[ns++] = q;
 			budget -= n;
@@ -245,7 +280,7 @@ batch_step(struct batch *b)
 	if (ns > 0 && model_forward_seqs(b->run, seqs, ns, b->out) < 0) {
 		for (i = 0; i < b->n_live; i++)
 			if (b->live[i]->state != SEQ_DONE)
-				fail(b->live[i], "%s", llm_err());
+				fail(b->live[i], SEQ_FAIL_MODEL, "%s", llm_err());
 		b->n_live = 0;
 		return -1;
 	}
@@ -267,7 +302,8 @@ batch_step(struct batch *b)
 			score_masked(b, who[k], b->out + (size_t)(job.row[k] + j) * V,
 			    who[k]->ids[who[k]->pos + j + 1], who[k]->pos + j + 1);
 	atomic_init(&job.next, 0);
-	pool_run_work(b->run->pool, take_rows, &job, (long long)rows * (long long)V * TAKE_WORK);
+	/* one sequence's rows are one thread's anyway: no hand-off for them */
+	pool_run_work(b->run->pool, take_rows, &job, ns > 1 ? (long long)rows * (long long)V * TAKE_WORK : 0);
 	/* the done leave, the others keep their order */
 	for (i = j = 0; i < b->n_live; i++)
 		if (b->live[i]->state != SEQ_DONE)

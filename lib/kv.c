@@ -105,6 +105,19 @@ kv_type_name(int type)
 	return type_of(type) ? type_of(type)->name : NULL;
 }
 
+const char *
+kv_type_names(void)
+{
+	static char names[64];
+	size_t n = sizeof types / sizeof types[0], i;
+
+	if (!names[0])
+		for (i = 0; i < n; i++)
+			snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+			    i == 0 ? "" : i + 1 == n ? " or " : ", ", types[i].name);
+	return names;
+}
+
 int
 kv_type_parse(const char *name)
 {

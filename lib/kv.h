@@ -59,6 +59,8 @@ enum { KV_F32 = 0, KV_F16 = 1, KV_Q4_0 = 2, KV_Q8_0 = 8 };
 const char *kv_type_name(int type);
 /* The type of a name; -1 if none. */
 int kv_type_parse(const char *name);
+/* The names, as a sentence lists them: "f32, f16, q8_0 or q4_0". */
+const char *kv_type_names(void);
 /* What a type's store holds, from kv.c's table. */
 int kv_type_grouped(int type, int which);	/* keys quantized per channel over a group */
 int kv_type_ring(int type, int which);		/* the ring's type, or -1 */
