@@ -4,11 +4,11 @@
 
 include config.mk
 
-LIBSRC = lib/attn.c lib/batch.c lib/fmath.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/matmul.c lib/model.c lib/pool.c \
+LIBSRC = lib/attn.c lib/batch.c lib/fmath.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/kvtype.c lib/kvwin.c lib/matmul.c lib/model.c lib/pool.c \
 	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/simd/amx.c lib/simd/neon.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
-LIBHDR = lib/attn.h lib/batch.h lib/fmath.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+LIBHDR = lib/attn.h lib/batch.h lib/fmath.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/kvpriv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
 	lib/rope.h lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)
@@ -18,7 +18,7 @@ BIN = cmd/llm-decode cmd/llm-tokenize cmd/llm-kvstat cmd/llm-kvdump cmd/llm-chat
 # What the programs share and the library does not have (cmd/tool.h)
 TOOLOBJ = cmd/tool.o cmd/sampling.o
 # llm-decode's modes beside its main, and the session it shares with llm-chat (cmd/session.h)
-DECODEOBJ = cmd/lines.o cmd/session.o
+DECODEOBJ = cmd/lines.o cmd/embed.o cmd/report.o cmd/session.o
 MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1 man/llm-chat.1
 MAN5 = man/llm-kv.5
 MAN7 = man/llm.7

@@ -36,6 +36,29 @@ struct decode {
 	char msg[600];		/* why the run failed (END_FAIL) */
 };
 
+/* One prompt's run: a batch of one, and what its stats report. */
+struct one {
+	struct kv kv;
+	struct batch_seq seq;
+	int n_prompt, reused;
+	double t_start, t_prefill, t_first, t_end;
+};
+
+/* One prompt's stats on stderr, as --stats and --stats-json ask (report.c). */
+void print_stats(const struct decode *d, const struct one *o);
+/*
+ * A line of progress on a terminal for a long prefill or scoring run:
+ * drawn once the work has taken a second, redrawn at most ten times a
+ * second, cleared at the end; nothing when stderr is not a terminal or
+ * with quiet (report.c).
+ */
+void progress_start(int quiet);
+void progress(int done, int total);
+void progress_end(void);
+
+/* --embed: each text's (or with lines each line's) embedding on a line of stdout; the exit status (embed.c). */
+int embed_inputs(struct decode *d, int pooling, int normalize, int lines);
+
 /* Set by SIGINT and SIGTERM; the loops look at it between steps. */
 extern volatile sig_atomic_t stop_signal;
 void catch_signals(int restart);

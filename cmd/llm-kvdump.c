@@ -91,7 +91,8 @@ main(int argc, char *argv[])
 		return 0;
 	}
 	if (snapshot_slice_check(&s, &sl) < 0)
-		die(1, "%s: %s", path, llm_err());
+		die(1, "%s: %s: %s", path, sl.bad == SLICE_LAYER ? "--layer" : sl.bad == SLICE_HEAD ?
+		    "--head" : "--pos", llm_err());
 
 	if (!raw && printf("layer\tkv\tpos\thead\tdim\tvalue\n") < 0)
 		die(1, "stdout:");

@@ -59,7 +59,8 @@ live_rows(const struct snapshot *s)
 			p = snapshot_row_pos(s, l, r);
 			if (snapshot_live(s, l, p)) {
 				rows_of[c][n_live_of[c]++] = r;
-				n_sinks_of[c] += w->window && p < w->sinks && p + w->window < s->n_pos;
+				n_sinks_of[c] += w->shape.window && p < (uint32_t)w->shape.sinks &&
+				    p + w->shape.window < s->n_pos;
 			}
 		}
 	}
@@ -69,19 +70,6 @@ live_rows(const struct snapshot *s)
 	rows = rows_of[c], n_live = n_live_of[c], n_sinks = n_sinks_of[c];
 	for (axis = 0; win_of(s, axis) != c; axis++)
 		;
-}
-
-/* The row of a layer that holds position pos live, or -1. */
-static long
-live_row(const struct snapshot *s, uint32_t l, uint32_t pos)
-{
-	const struct snap_win *w = snapshot_win(s, l);
-
-	if (!snapshot_live(s, l, pos))
-		return -1;
-	if (!w->ring_slots || pos < w->sink_slots)
-		return pos;
-	return w->sink_slots + (pos - w->sink_slots) % w->ring_slots;
 }
 
 /* Statistics of a layer's K or V, over the values as the model computed them. */
@@ -187,7 +175,7 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 				for (p = p0; p < p1; p++) {
 					double ss = 0;
 					/* a sliding layer holds only its newest positions */
-					long rr = live_row(s, l0 + l, snapshot_row_pos(s, axis, rows[p]));
+					long rr = snapshot_pos_row(s, l0 + l, snapshot_row_pos(s, axis, rows[p]));
 					if (rr < 0)
 						continue;
 					snapshot_row(s, l0 + l, w, (uint32_t)rr, row);
@@ -303,6 +291,84 @@ write_svg(const struct snapshot *s, const char *path, const char *name, uint32_t
 		die(1, "%s:", fp == stdout ? "stdout" : path);
 }
 
+/* The file's summary, and the head of the per-layer table (or array). */
+static void
+print_summary(const struct snapshot *s, const char *path, int json, double per_pos)
+{
+	uint64_t dense = 2ull * s->meta.n_layers * s->meta.max_ctx * s->meta.kv_dim * sizeof(float);
+	char fp[65], types[80];
+	uint32_t l;
+	int c;
+
+	hex(s->meta.fingerprint, 32, fp);
+	if (s->meta.k_type == s->meta.v_type)
+		snprintf(types, sizeof types, "%s", kv_type_name(s->meta.k_type));
+	else
+		snprintf(types, sizeof types, "k %s, v %s", kv_type_name(s->meta.k_type),
+		    kv_type_name(s->meta.v_type));
+
+	if (json) {
+		printf("{\"file\":");
+		json_write_string(stdout, path);
+		printf(",\"version\":%u,\"fingerprint\":\"%s\",\"layers\":%u,\"kv_heads\":%u,"
+		    "\"head_dim\":%u,\"kv_dim\":%u,\"positions\":%u,\"max_ctx\":%u,"
+		    "\"k_type\":\"%s\",\"v_type\":\"%s\",\"bytes_per_position\":%.6g,"
+		    "\"rope_dim\":%u,\"rope_base\":%.9g,"
+		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,",
+		    s->version, fp, s->meta.n_layers, s->meta.n_kv_heads, s->meta.head_dim,
+		    s->meta.kv_dim, s->n_pos, s->meta.max_ctx, kv_type_name(s->meta.k_type),
+		    kv_type_name(s->meta.v_type), per_pos, s->meta.rope_dim, s->meta.rope_base,
+		    s->size, (unsigned long long)dense);
+		/* the window's keys belong to the object, before the per-layer array */
+		if (s->meta.window)
+			printf("\"sinks\":%u,\"window\":%u,\"rows\":%u,\"live_rows\":%u,"
+			    "\"evicted\":%u,\"window_first\":%u,", s->meta.sinks, s->meta.window, s->win[0].n_rows,
+			    n_live, s->n_pos - n_live, n_live > n_sinks ? snapshot_row_pos(s, axis, rows[n_sinks]) : 0);
+		if (s->meta.swa) {
+			printf("\"sliding_window\":%u,\"sliding_live_rows\":%u,\"sliding_layers\":[",
+			    s->meta.swa, n_live_of[1]);
+			for (l = 0, c = 0; l < s->meta.n_layers; l++)
+				if (win_of(s, l))
+					printf("%s%u", c++ ? "," : "", l);
+			printf("],");
+		}
+		printf("\"per_layer\":[");
+	} else {
+		printf("file          %s\nversion       %u\nfingerprint   %s\n"
+		    "layers        %u\nkv heads      %u\nhead_dim      %u\nkv_dim        %u\n"
+		    "positions     %u\nmax_ctx       %u\nelement type  %s\n"
+		    "per position  %.6g bytes (K and V, all layers; f32 takes %llu)\n"
+		    "bytes on disk %zu\ndense max_ctx %llu bytes (f32 K and V for all %u positions)\n\n",
+		    path, s->version, fp, s->meta.n_layers, s->meta.n_kv_heads, s->meta.head_dim,
+		    s->meta.kv_dim, s->n_pos, s->meta.max_ctx, types, per_pos,
+		    2ull * s->meta.n_layers * s->meta.kv_dim * 4, s->size, (unsigned long long)dense,
+		    s->meta.max_ctx);
+		if (s->meta.window) {
+			printf("window        %u sinks and the newest %u positions: %u live rows (",
+			    s->meta.sinks, s->meta.window, n_live);
+			if (n_sinks)
+				printf("sinks 0-%u, ", n_sinks - 1);
+			if (n_live > n_sinks)
+				printf("window %u-%u", snapshot_row_pos(s, axis, rows[n_sinks]), s->n_pos - 1);
+			printf("), %u evicted\n\n", s->n_pos - n_live);
+		}
+		if (s->meta.swa) {
+			/* the sliding layers, and what they hold */
+			printf("sliding       layers");
+			for (l = 0, c = 0; l < s->meta.n_layers; l++)
+				if (win_of(s, l))
+					printf("%s%u", c++ ? "," : " ", l);
+			printf(" keep the newest %u positions: %u live rows", s->meta.swa, n_live_of[1]);
+			if (n_live_of[1])
+				printf(" (%u-%u)", s->n_pos - n_live_of[1], s->n_pos - 1);
+			printf(", %u evicted\n\n", s->n_pos - n_live_of[1]);
+		}
+		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s%s\n", "layer",
+		    "K min", "K max", "K mean|x|", "K rms", "K chan", "V min", "V max",
+		    "V mean|x|", "V rms", "V chan", s->meta.swa ? "  window" : "");
+	}
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -318,15 +384,12 @@ main(int argc, char *argv[])
 	struct snapshot s;
 	struct stat_row st[2];
 	const char *path, *svg = NULL;
-	char fp[65];
 	double *chan;
 	long layer = -1;
 	uint32_t l, lo, hi;
 	int c, json = 0, w, kd;
-	uint64_t dense;
 	double per_pos;
 	float *row;
-	char types[80];
 
 	argv0 = "llm-kvstat";
 	argv[0] = (char *)argv0;	/* getopt's own messages name the tool as ours do */
@@ -354,8 +417,6 @@ main(int argc, char *argv[])
 	for (l = lo; l < hi; l++)
 		if (snapshot_verify_block(&s, l, 0) < 0 || snapshot_verify_block(&s, l, 1) < 0)
 			die(1, "%s: %s", path, llm_err());
-	hex(s.meta.fingerprint, 32, fp);
-	dense = 2ull * s.meta.n_layers * s.meta.max_ctx * s.meta.kv_dim * sizeof(float);
 	chan = xcalloc(s.meta.kv_dim, sizeof *chan);
 	row = xmalloc(s.meta.kv_dim * sizeof *row);
 	/* a whole group of positions, so that grouped keys count what they take; n 0: no tail rows */
@@ -371,72 +432,7 @@ main(int argc, char *argv[])
 		snapshot_close(&s);
 		return 0;
 	}
-	if (s.meta.k_type == s.meta.v_type)
-		snprintf(types, sizeof types, "%s", kv_type_name(s.meta.k_type));
-	else
-		snprintf(types, sizeof types, "k %s, v %s", kv_type_name(s.meta.k_type),
-		    kv_type_name(s.meta.v_type));
-
-	if (json) {
-		printf("{\"file\":");
-		json_write_string(stdout, path);
-		printf(",\"version\":%u,\"fingerprint\":\"%s\",\"layers\":%u,\"kv_heads\":%u,"
-		    "\"head_dim\":%u,\"kv_dim\":%u,\"positions\":%u,\"max_ctx\":%u,"
-		    "\"k_type\":\"%s\",\"v_type\":\"%s\",\"bytes_per_position\":%.6g,"
-		    "\"rope_dim\":%u,\"rope_base\":%.9g,"
-		    "\"bytes_on_disk\":%zu,\"dense_max_ctx_bytes\":%llu,",
-		    s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
-		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, kv_type_name(s.meta.k_type),
-		    kv_type_name(s.meta.v_type), per_pos, s.meta.rope_dim, s.meta.rope_base,
-		    s.size, (unsigned long long)dense);
-		/* the window's keys belong to the object, before the per-layer array */
-		if (s.meta.window)
-			printf("\"sinks\":%u,\"window\":%u,\"rows\":%u,\"live_rows\":%u,"
-			    "\"evicted\":%u,\"window_first\":%u,", s.meta.sinks, s.meta.window, s.win[0].n_rows,
-			    n_live, s.n_pos - n_live, n_live > n_sinks ? snapshot_row_pos(&s, axis, rows[n_sinks]) : 0);
-		if (s.meta.swa) {
-			printf("\"sliding_window\":%u,\"sliding_live_rows\":%u,\"sliding_layers\":[",
-			    s.meta.swa, n_live_of[1]);
-			for (l = 0, c = 0; l < s.meta.n_layers; l++)
-				if (win_of(&s, l))
-					printf("%s%u", c++ ? "," : "", l);
-			printf("],");
-		}
-		printf("\"per_layer\":[");
-	} else {
-		printf("file          %s\nversion       %u\nfingerprint   %s\n"
-		    "layers        %u\nkv heads      %u\nhead_dim      %u\nkv_dim        %u\n"
-		    "positions     %u\nmax_ctx       %u\nelement type  %s\n"
-		    "per position  %.6g bytes (K and V, all layers; f32 takes %llu)\n"
-		    "bytes on disk %zu\ndense max_ctx %llu bytes (f32 K and V for all %u positions)\n\n",
-		    path, s.version, fp, s.meta.n_layers, s.meta.n_kv_heads, s.meta.head_dim,
-		    s.meta.kv_dim, s.n_pos, s.meta.max_ctx, types, per_pos,
-		    2ull * s.meta.n_layers * s.meta.kv_dim * 4, s.size, (unsigned long long)dense,
-		    s.meta.max_ctx);
-		if (s.meta.window) {
-			printf("window        %u sinks and the newest %u positions: %u live rows (",
-			    s.meta.sinks, s.meta.window, n_live);
-			if (n_sinks)
-				printf("sinks 0-%u, ", n_sinks - 1);
-			if (n_live > n_sinks)
-				printf("window %u-%u", snapshot_row_pos(&s, axis, rows[n_sinks]), s.n_pos - 1);
-			printf("), %u evicted\n\n", s.n_pos - n_live);
-		}
-		if (s.meta.swa) {
-			/* the sliding layers, and what they hold */
-			printf("sliding       layers");
-			for (l = 0, c = 0; l < s.meta.n_layers; l++)
-				if (win_of(&s, l))
-					printf("%s%u", c++ ? "," : " ", l);
-			printf(" keep the newest %u positions: %u live rows", s.meta.swa, n_live_of[1]);
-			if (n_live_of[1])
-				printf(" (%u-%u)", s.n_pos - n_live_of[1], s.n_pos - 1);
-			printf(", %u evicted\n\n", s.n_pos - n_live_of[1]);
-		}
-		printf("%5s  %10s %10s %9s %9s %7s  %10s %10s %9s %9s %7s%s\n", "layer",
-		    "K min", "K max", "K mean|x|", "K rms", "K chan", "V min", "V max",
-		    "V mean|x|", "V rms", "V chan", s.meta.swa ? "  window" : "");
-	}
+	print_summary(&s, path, json, per_pos);
 	for (l = lo; l < hi; l++) {
 		for (w = KV_K; w <= KV_V; w++)
 			block_stats(&s, l, w, row, chan, &st[w]);

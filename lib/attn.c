@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvpriv.h"
 #include "attn.h"
 #include "gguf.h"
 #include "kernels.h"
@@ -565,7 +566,7 @@ kv_attend(struct kv *kv, struct attn *a, int layer, int pos, int n, const float 
 		attention(&job);
 	}
 	/* Rotated values give the rotated output; the transform is its own inverse. */
-	if (kv->v_rotated)
+	if (kv->rot > 0)
 		for (i = 0; i < n; i++)
 			quant_hadamard(out + (size_t)i * q_dim, (size_t)q_dim, kv->rot);
 	return 0;

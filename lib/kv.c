@@ -37,7 +37,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kv.h"
+#include "kvpriv.h"
 
 /* MAP_ANON: the BSDs' and macOS's name; MAP_NORESERVE: Linux's, where overcommit is checked */
 #if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
@@ -57,125 +57,6 @@ static size_t
 round_up(size_t x, size_t a)
 {
 	return (x + a - 1) / a * a;
-}
-
-/* ---- the types ---- */
-
-/*
- * Everything the cache knows of a type, a row each; a new type is a row
- * here and its kernels.  Rows are blocks of 32 elements (f32 and f16:
- * 32 plain elements); grouped keys take a block of KV_GROUP positions
- * per channel (q8_0 blocks for q8_0 keys, q4_1 for q4_0's).  A store
- * with a ring keeps its newest KV_GROUP + back + KV_PUT rows in the
- * ring's type too (kv.h).  format: the first llm-kv(5) version that
- * holds the type's layout as this build writes it (snapshot.c reads the
- * older ones).
- */
-static const struct kv_type {
-	int type;
-	const char *name;
-	size_t elem;		/* bytes of an element of a plain row; 0: blocks of 32 */
-	size_t block;		/* bytes of a block of 32 elements */
-	size_t group_block;	/* grouped keys: bytes of a channel's group; 0: keys are rows */
-	int ring[2];		/* K's and V's ring type, -1 if none */
-	int back;		/* positions before a query's group it reads from the ring */
-	int rotated;		/* values are Hadamard-rotated before they are quantized */
-	int format;
-} types[] = {
-	{ KV_F32, "f32", 4, 0, 0, { -1, -1 }, 0, 0, 1 },
-	{ KV_F16, "f16", 2, 0, 0, { KV_F32, KV_F32 }, 0, 0, 4 },
-	{ KV_Q8_0, "q8_0", 0, sizeof(struct block_q8_0), sizeof(struct block_q8_0), { KV_F16, -1 },
-	    0, 1, 2 },
-	{ KV_Q4_0, "q4_0", 0, sizeof(struct block_q4_0), sizeof(struct block_q4_1),
-	    { KV_Q8_0, KV_Q8_0 }, KV_BACK, 1, 5 },
-};
-
-static const struct kv_type *
-type_of(int type)
-{
-	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-		if (types[i].type == type)
-			return &types[i];	/* four rows: a search is as quick as an index */
-	return NULL;
-}
-
-const char *
-kv_type_name(int type)
-{
-	return type_of(type) ? type_of(type)->name : NULL;
-}
-
-const char *
-kv_type_names(void)
-{
-	static char names[64];
-	size_t n = sizeof types / sizeof types[0], i;
-
-	if (!names[0])
-		for (i = 0; i < n; i++)
-			snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-			    i == 0 ? "" : i + 1 == n ? " or " : ", ", types[i].name);
-	return names;
-}
-
-int
-kv_type_parse(const char *name)
-{
-	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-		if (strcmp(name, types[i].name) == 0)
-			return types[i].type;
-	return -1;
-}
-
-int
-kv_type_grouped(int type, int which)
-{
-	return which == KV_K && type_of(type) && type_of(type)->group_block > 0;
-}
-
-int
-kv_type_ring(int type, int which)
-{
-	return type_of(type) ? type_of(type)->ring[which] : -1;
-}
-
-int
-kv_type_back(int type)
-{
-	return type_of(type) ? type_of(type)->back : 0;
-}
-
-size_t
-kv_type_row_bytes(int type, int kv_dim)
-{
-	const struct kv_type *t = type_of(type);
-
-	return t->elem ? (size_t)kv_dim * t->elem : ((size_t)kv_dim + 31) / 32 * t->block;
-}
-
-size_t
-kv_type_unit(int type, int which, int kv_dim)
-{
-	if (kv_type_grouped(type, which))
-		return (size_t)kv_dim * type_of(type)->group_block;
-	return kv_type_row_bytes(type, kv_dim);
-}
-
-int
-kv_rot_of(int v_type, int head_dim)
-{
-	int rot = head_dim & -head_dim;
-
-	if (!type_of(v_type) || !type_of(v_type)->rotated)
-		return 0;
-	return rot > 32 ? 32 : rot > 1 ? rot : 0;
-}
-
-int
-kv_window_group(int k_type, int v_type)
-{
-	return kv_type_grouped(k_type, KV_K) || kv_type_ring(k_type, KV_K) >= 0 ||
-	    kv_type_ring(v_type, KV_V) >= 0 ? KV_GROUP : 1;
 }
 
 /* ---- the stores ---- */
@@ -420,7 +301,6 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 	kv->k_type = k_type;
 	kv->v_type = v_type;
 	kv->rot = kv_rot_of(v_type, head_dim);
-	kv->v_rotated = kv->rot > 0;
 	nb = ((size_t)kv->kv_dim + 31) / 32;	/* blocks of a quantized row, the last padded */
 	kv->k_unit = kv_type_unit(k_type, KV_K, kv->kv_dim);
 	kv->v_unit = kv_type_unit(v_type, KV_V, kv->kv_dim);
@@ -497,34 +377,6 @@ unreserve(struct kv *kv)
 	kv->cap = 0;
 }
 
-/* A window's slots: each part rounded up to whole groups of g. */
-static void
-win_shape(struct kv_win *w, int g, int sinks, int window, int ring)
-{
-	w->sinks = sinks;
-	w->window = window;
-	w->sink_slots = (sinks + g - 1) / g * g;
-	w->ring_slots = (ring + g - 1) / g * g;
-	w->slots = w->sink_slots + w->ring_slots;
-}
-
-int
-kv_window_shape(struct kv *kv, int g, int max_ctx, int sinks, int window)
-{
-	if (sinks < 0 || window < 1 || window > max_ctx - sinks) {
-		llm_seterr("%d sinks and a window of %d do not fit max_ctx %d", sinks, window,
-		    max_ctx);
-		return -1;
-	}
-	/* a group never wraps in the ring, and the sinks' groups are complete before the first eviction */
-	if (window < g) {
-		llm_seterr("a window of %d is less than the %d positions of a group", window, g);
-		return -1;
-	}
-	win_shape(&kv->win[0], g, sinks, window, window);
-	return 0;
-}
-
 int
 kv_set_window(struct kv *kv, int sinks, int window)
 {
@@ -544,21 +396,6 @@ kv_set_window(struct kv *kv, int sinks, int window)
 	kv->ring_back[KV_K] = kv->ring_back[KV_V] = 0;	/* see the ring in kv.h */
 	unreserve(kv);
 	return reserve(kv);
-}
-
-int
-kv_slide_shape(struct kv_win *w, int g, int window)
-{
-	if (window < 1 || window > KV_MAX_CTX) {
-		llm_seterr("a sliding window of %d positions", window);
-		return -1;
-	}
-	if (window < g) {
-		llm_seterr("a sliding window of %d positions is less than the %d of a group", window, g);
-		return -1;
-	}
-	win_shape(w, g, 0, window, g == 1 ? window + KV_SLIDE - 1 : window);
-	return 0;
 }
 
 int
@@ -704,32 +541,6 @@ kv_v_write(struct kv *kv, int layer, int pos)
 	return kv_unit(kv, layer, KV_V, kv_slot(kv, layer, pos));
 }
 
-/* One row of kv_dim floats into a row of the type, rotated first if it is. */
-static void
-encode_row(const struct kv *kv, int type, int rotated, const float *x, void *dst)
-{
-	size_t nb = ((size_t)kv->kv_dim + 31) / 32, i;
-	uint16_t *h = dst;
-	float *tmp = kv->scratch;	/* nb * 32 floats, the padding zero */
-
-	switch (type) {
-	case KV_F32:
-		memcpy(dst, x, (size_t)kv->kv_dim * 4);
-		return;
-	case KV_F16:
-		for (i = 0; i < (size_t)kv->kv_dim; i++)
-			h[i] = f32_to_f16(x[i]);
-		return;
-	}
-	memcpy(tmp, x, (size_t)kv->kv_dim * sizeof *tmp);
-	if (rotated)
-		quant_hadamard(tmp, (size_t)kv->kv_dim, kv->rot);
-	if (type == KV_Q8_0)
-		quant_quantize_q8_0(tmp, dst, nb);
-	else
-		quant_quantize_q4_0(tmp, dst, nb);
-}
-
 /* Quantize group g of layer's keys, channel by channel, from the ring (f16 or q8_0 rows). */
 static void
 encode_group(struct kv *kv, int layer, int g)
@@ -752,7 +563,7 @@ static int
 put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size_t ld)
 {
 	int type = which ? kv->v_type : kv->k_type, i, g;
-	int rotated = which && kv->v_rotated;
+	int rotated = which && kv->rot > 0;
 
 	if (kv_grow_to(kv, pos + n) < 0)
 		return -1;
@@ -768,12 +579,12 @@ put(struct kv *kv, int which, int layer, int pos, int n, const float *rows, size
 	}
 	if (!grouped(kv, which))
 		for (i = 0; i < n; i++)
-			encode_row(kv, type, rotated, rows + (size_t)i * ld,
-			    kv_unit(kv, layer, which, kv_slot(kv, layer, pos + i)));
+			kv_encode_row(type, kv->kv_dim, rotated ? kv->rot : 0, rows + (size_t)i * ld,
+			    kv_unit(kv, layer, which, kv_slot(kv, layer, pos + i)), kv->scratch);
 	if (kv->ring[which]) {
 		for (i = 0; i < n; i++)
-			encode_row(kv, kv->ring_type[which], rotated, rows + (size_t)i * ld,
-			    kv_ring_row(kv, layer, which, pos + i));
+			kv_encode_row(kv->ring_type[which], kv->kv_dim, rotated ? kv->rot : 0,
+			    rows + (size_t)i * ld, kv_ring_row(kv, layer, which, pos + i), kv->scratch);
 		if (pos + n > kv->ring_end[layer])
 			kv->ring_end[layer] = pos + n;
 	}
@@ -924,60 +735,6 @@ kv_ring_holds(const struct kv *kv, int layer, int which, int p0, int p1)
 
 /* ---- reading ---- */
 
-/* Elements [e0, e0 + n) of a row of the type, as stored (not rotated back). */
-void
-kv_decode_span(int type, const void *row, int e0, int n, float *out)
-{
-	const uint16_t *h = row;
-	const struct block_q8_0 *q8 = row;
-	const struct block_q4_0 *q4 = row;
-	int e, j;
-
-	if (type == KV_Q8_0) {	/* a scale a block: q4_0 stores' rings are read this way */
-		for (e = e0; e < e0 + n; ) {
-			const struct block_q8_0 *b = &q8[e / 32];
-			float d = f16_to_f32(b->d);
-			int end = (e / 32 + 1) * 32 < e0 + n ? (e / 32 + 1) * 32 : e0 + n;
-			for (; e < end; e++)
-				out[e - e0] = d * b->qs[e % 32];
-		}
-		return;
-	}
-	for (e = e0; e < e0 + n; e++) {
-		switch (type) {
-		case KV_F32:
-			out[e - e0] = ((const float *)row)[e];
-			break;
-		case KV_F16:
-			out[e - e0] = f16_to_f32(h[e]);
-			break;
-		case KV_Q4_0:
-			j = e % 32;
-			out[e - e0] = f16_to_f32(q4[e / 32].d) *
-			    (float)((j < 16 ? q4[e / 32].qs[j] & 0xf : q4[e / 32].qs[j - 16] >> 4) - 8);
-			break;
-		}
-	}
-}
-
-/* Position j of a group of grouped keys of the type, channels [c0, c0 + n). */
-void
-kv_decode_group(int type, const void *group, int j, int c0, int n, float *out)
-{
-	const struct block_q8_0 *q8 = (const struct block_q8_0 *)group + c0;
-	const struct block_q4_1 *q4 = (const struct block_q4_1 *)group + c0;
-	int c;
-
-	if (type == KV_Q8_0)
-		for (c = 0; c < n; c++)
-			out[c] = f16_to_f32(q8[c].d) * q8[c].qs[j];
-	else
-		for (c = 0; c < n; c++)
-			out[c] = f16_to_f32(q4[c].d) *
-			    (float)(j < 16 ? q4[c].qs[j] & 0xf : q4[c].qs[j - 16] >> 4) +
-			    f16_to_f32(q4[c].m);
-}
-
 void
 kv_ring_span(const struct kv *kv, int layer, int which, int pos, int c0, int n, float *out)
 {
@@ -994,7 +751,7 @@ kv_row(const struct kv *kv, int layer, int which, int pos, float *out)
 		return;
 	}
 	kv_decode_span(type, kv_unit(kv, layer, which, kv_slot(kv, layer, pos)), 0, kv->kv_dim, out);
-	if (kv->v_rotated)
+	if (kv->rot > 0)
 		quant_hadamard(out, (size_t)kv->kv_dim, kv->rot);
 }
 
@@ -1010,24 +767,6 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 		    out);
 	else
 		kv_ring_span(kv, layer, KV_K, pos, c0, n, out);
-}
-
-int
-kv_win_slot_pos(const struct kv_win *w, int pos, int s)
-{
-	int top;
-
-	if (s < w->sink_slots || !w->window || pos < w->slots)
-		return s;
-	/* the ring holds the ring_slots newest positions; pos is at kv_slot(pos) */
-	top = kv_win_slot(w, pos);
-	return pos - (top - s + w->ring_slots) % w->ring_slots;
-}
-
-int
-kv_slot_pos(const struct kv *kv, int layer, int pos, int s)
-{
-	return kv_win_slot_pos(kv_win(kv, layer), pos, s);
 }
 
 /* ---- the rest of the founding interface ---- */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvpriv.h"
 #include "attn.h"
 #include "fmath.h"
 #include "gguf.h"

@@ -1,4 +1,4 @@
-/* model.h: Llama hyperparameters, weights bound by name, the forward pass. */
+/* model.h: a model's hyperparameters and family traits, its weights bound by name, the forward pass. */
 #ifndef LLM_MODEL_H
 #define LLM_MODEL_H
 
@@ -27,7 +27,7 @@ struct model_config {
 	int bos_id, eos_id, eot_id, eom_id;	/* -1 when the file has none; EOT, EOM: Llama 3 */
 
 	/* What sets the families apart, fixed at load (the forward pass has no branch on names). */
-	char arch[16];		/* general.architecture: llama or qwen2 */
+	char arch[16];		/* general.architecture: llama, qwen2, qwen3, phi3, gemma3 */
 	int rope_neox;		/* rotate pairs (i, i + rope_dim / 2), not adjacent ones */
 	int qkv_bias;		/* Q, K and V have biases */
 	int qk_norm;		/* each head of Q and K is RMS-normed before RoPE (qwen3) */
@@ -67,7 +67,7 @@ struct model {
 	unsigned char *used;	/* per tensor of the file: bound to the model */
 };
 
-/* Open a GGUF and bind a Llama model; -1 with llm_err() on failure. */
+/* Open a GGUF and bind a model of a family llm knows; -1 with llm_err() on failure. */
 int model_load(struct model *m, const char *path);
 void model_free(struct model *m);
 

@@ -1,4 +1,8 @@
-/* sample.h: greedy, temperature, top-k, top-p, with a seeded RNG. */
+/*
+ * sample.h: the next token from a row of logits: greedy (temperature 0),
+ * or drawn from a seeded RNG after temperature, top-k, top-p and min-p,
+ * with a repeat penalty over the last tokens; and a token's log-probability.
+ */
 #ifndef LLM_SAMPLE_H
 #define LLM_SAMPLE_H
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kvpriv.h"
 #include "kv.h"
 #include "model.h"
 #include "quant.h"
@@ -545,12 +546,6 @@ win_rows(struct snapshot *s, struct snap_win *w, const struct kv *shape, const u
 			return -1;
 		}
 	w->ring_slot = (uint32_t)kv_slot(shape, 0, (int)w->ring_slot);
-	if (w->n_rows < s->n_pos) {
-		/* wrapped: the sinks' slots, then the ring from its oldest row */
-		w->sink_slots = (uint32_t)shape->win[0].sink_slots;
-		w->ring_slots = (uint32_t)shape->win[0].ring_slots;
-		w->ring_oldest = (uint32_t)kv_slot(shape, 0, (int)s->n_pos);
-	}
 	return 0;
 }
 
@@ -637,8 +632,6 @@ snapshot_open(struct snapshot *s, const char *path)
 		s->meta.window = get32(h + AT_WINDOW);
 		s->win[0].n_rows = get32(h + AT_N_ROWS);
 	}
-	s->win[0].sinks = s->meta.sinks;
-	s->win[0].window = s->meta.window;
 	/* versions 4 and 5: a window of 0 is none */
 	if (s->version >= 4 && !s->meta.window && s->meta.sinks) {
 		snprintf(msg, sizeof msg, "bad window: %u sinks without a window", s->meta.sinks);
@@ -655,6 +648,7 @@ snapshot_open(struct snapshot *s, const char *path)
 		snprintf(msg, sizeof msg, "n_pos %u is more than max_ctx %u", s->n_pos, s->meta.max_ctx);
 		return bad(s, msg);
 	}
+	s->win[0].shape = shape.win[0];
 	if (s->version >= 3) {
 		if (s->n_pos > INT32_MAX - 1 || s->win[0].n_rows != (uint32_t)kv_rows(&shape, 0, (int)s->n_pos) ||
 		    (s->version < 6 && (get32(h + AT_SWA) != 0 || get64(h + AT_LAYERS_OFFSET) != 0)) ||
@@ -674,7 +668,7 @@ snapshot_open(struct snapshot *s, const char *path)
 			    s->meta.swa > KV_MAX_CTX ? "too large" : llm_err());
 			return bad(s, msg);
 		}
-		s->win[1].window = s->meta.swa;
+		s->win[1].shape = shape_swa.win[0];
 		s->win[1].n_rows = (uint32_t)kv_rows(&shape_swa, 0, (int)s->n_pos);
 		layers_offset = align_up(rows_end, 8);
 		if (get64(h + AT_LAYERS_OFFSET) != layers_offset)
@@ -889,9 +883,10 @@ snapshot_row_at(const struct snapshot *s, uint32_t layer, uint32_t i)
 {
 	const struct snap_win *w = snapshot_win(s, layer);
 
-	if (!w->ring_slots || i < w->sink_slots)
+	/* wrapped: the sinks' slots, then the ring from the slot of position n_pos (its oldest row) */
+	if (w->n_rows == s->n_pos || i < (uint32_t)w->shape.sink_slots)
 		return i;
-	return w->sink_slots + (w->ring_oldest - w->sink_slots + i - w->sink_slots) % w->ring_slots;
+	return (uint32_t)kv_win_slot(&w->shape, (int)(s->n_pos + i) - w->shape.sink_slots);
 }
 
 int
@@ -899,7 +894,17 @@ snapshot_live(const struct snapshot *s, uint32_t layer, uint32_t pos)
 {
 	const struct snap_win *w = snapshot_win(s, layer);
 
-	return pos < s->n_pos && (!w->window || pos < w->sinks || pos + w->window >= s->n_pos);
+	return pos < s->n_pos && kv_win_keeps(&w->shape, (int)pos, (int)s->n_pos);
+}
+
+long
+snapshot_pos_row(const struct snapshot *s, uint32_t layer, uint32_t pos)
+{
+	const struct snap_win *w = snapshot_win(s, layer);
+
+	if (!snapshot_live(s, layer, pos))
+		return -1;
+	return w->n_rows == s->n_pos ? (long)pos : kv_win_slot(&w->shape, (int)pos);
 }
 
 int
@@ -1125,23 +1130,27 @@ snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl)
 	const struct snap_meta *m = &s->meta;
 
 	if (sl->layer >= (long)m->n_layers) {
-		llm_seterr("--layer %ld is out of range (0-%u)", sl->layer, m->n_layers - 1);
+		llm_seterr("layer %ld is out of range (0-%u)", sl->layer, m->n_layers - 1);
+		sl->bad = SLICE_LAYER;
 		return -1;
 	}
 	if (sl->head >= (long)m->n_kv_heads) {
-		llm_seterr("--head %ld is out of range (0-%u)", sl->head, m->n_kv_heads - 1);
+		llm_seterr("head %ld is out of range (0-%u)", sl->head, m->n_kv_heads - 1);
+		sl->bad = SLICE_HEAD;
 		return -1;
 	}
 	if (sl->have_pos && s->n_pos == 0) {
-		llm_seterr("--pos %ld is out of range: the snapshot holds no positions", sl->pos_a);
+		llm_seterr("position %ld is out of range: the snapshot holds no positions", sl->pos_a);
+		sl->bad = SLICE_POS;
 		return -1;
 	}
 	if (sl->have_pos && (sl->pos_a < 0 || sl->pos_b < sl->pos_a || sl->pos_b >= (long)s->n_pos)) {
 		if (sl->pos_a == sl->pos_b)
-			llm_seterr("--pos %ld is out of range (0-%u)", sl->pos_a, s->n_pos - 1);
+			llm_seterr("position %ld is out of range (0-%u)", sl->pos_a, s->n_pos - 1);
 		else
-			llm_seterr("--pos %ld-%ld is out of range (0-%u)", sl->pos_a, sl->pos_b,
+			llm_seterr("positions %ld-%ld are out of range (0-%u)", sl->pos_a, sl->pos_b,
 			    s->n_pos - 1);
+		sl->bad = SLICE_POS;
 		return -1;
 	}
 	sl->l0 = sl->layer < 0 ? 0 : (uint32_t)sl->layer;
@@ -1170,15 +1179,17 @@ snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl)
 		    snapshot_row_pos(s, l, snapshot_row_at(s, l, sl->p1[c] - 1)) > sl->pos_b)
 			sl->p1[c]--;
 		if (sl->p0[c] == sl->p1[c] && c == 0) {
-			llm_seterr("--pos %ld-%ld: evicted from the window (%u sinks, then positions "
-			    "%u-%u)", sl->pos_a, sl->pos_b, m->sinks, s->n_pos > m->window ?
+			llm_seterr("positions %ld-%ld are evicted from the window (%u sinks, then "
+			    "positions %u-%u)", sl->pos_a, sl->pos_b, m->sinks, s->n_pos > m->window ?
 			    s->n_pos - m->window : 0, s->n_pos - 1);
+			sl->bad = SLICE_POS;
 			return -1;
 		}
 		if (sl->p0[c] == sl->p1[c]) {
-			llm_seterr("--pos %ld-%ld: evicted from layer %u's sliding window (positions "
-			    "%u-%u)", sl->pos_a, sl->pos_b, l, s->n_pos > m->swa ? s->n_pos - m->swa : 0,
-			    s->n_pos - 1);
+			llm_seterr("positions %ld-%ld are evicted from layer %u's sliding window "
+			    "(positions %u-%u)", sl->pos_a, sl->pos_b, l, s->n_pos > m->swa ?
+			    s->n_pos - m->swa : 0, s->n_pos - 1);
+			sl->bad = SLICE_POS;
 			return -1;
 		}
 	}

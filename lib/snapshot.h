@@ -35,11 +35,9 @@ struct snap_dir {
  * layer's without sliding ones) and, in version 6, the sliding ones'.
  */
 struct snap_win {
-	uint32_t sinks, window;		/* window 0: every position is kept */
+	struct kv_win shape;		/* its geometry, as the cache's (lib/kvwin.c); window 0: none */
 	uint32_t n_rows;		/* rows per block: n_pos, or the window's slots */
 	const uint8_t *positions;	/* n_rows little-endian uint32; NULL: row r is position r */
-	/* A wrapped window's rows by position: sink_slots, then the ring from ring_oldest. */
-	uint32_t sink_slots, ring_slots, ring_oldest;	/* ring_slots 0: rows are in order */
 	uint32_t ring_slot;		/* the row of the incomplete key group's first position */
 };
 
@@ -114,6 +112,8 @@ uint32_t snapshot_row_at(const struct snapshot *s, uint32_t layer, uint32_t i);
  * position without a window).
  */
 int snapshot_live(const struct snapshot *s, uint32_t layer, uint32_t pos);
+/* The row of a layer that holds position pos, or -1 if its window does not keep it. */
+long snapshot_pos_row(const struct snapshot *s, uint32_t layer, uint32_t pos);
 /* Check one block's checksum; 0 or -1 with llm_err() naming it. */
 int snapshot_verify_block(const struct snapshot *s, uint32_t layer, int which);
 
@@ -165,12 +165,15 @@ struct snap_slice {
 	 */
 	uint32_t l0, l1, d0, d1;
 	uint32_t p0[2], p1[2];
+	int bad;		/* after a refusal: the part of it at fault */
 };
+
+enum { SLICE_LAYER = 1, SLICE_HEAD, SLICE_POS };
 
 /*
  * Check a slice against the file and resolve its ranges; -1 with
  * llm_err() naming the range, or the window of a selected layer that no
- * longer holds any of its positions.
+ * longer holds any of its positions, and sl->bad the part at fault.
  */
 int snapshot_slice_check(const struct snapshot *s, struct snap_slice *sl);
 /* The stored positions a slice takes in a layer, p0..p1 (snapshot_row_at). */

@@ -66,7 +66,7 @@ EOF
 kvdump_refuses_what_a_layer_no_longer_holds() {
 	"$BIN/llm-kvdump" --layer 0 --pos 10 "$TMP/f32.kv" >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "exit $?"
-	grep -qx "llm-kvdump: $TMP/f32.kv: --pos 10-10: evicted from layer 0's sliding window (positions 105-152)" \
+	grep -qx "llm-kvdump: $TMP/f32.kv: --pos: positions 10-10 are evicted from layer 0's sliding window (positions 105-152)" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 	"$BIN/llm-kvdump" --layer 5 --pos 10 --head 0 "$TMP/f32.kv" >"$TMP/g" || fail "the global layer: exit $?"
 	[ "$(awk 'NR > 1 { print $3 }' "$TMP/g" | sort -u)" = 10 ] || fail "$(head -3 "$TMP/g")"

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/kvpriv.h"
 #include "../lib/kv.h"
 #include "../lib/quant.h"
 #include "../lib/util.h"

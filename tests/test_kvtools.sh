@@ -97,7 +97,7 @@ kvdump_slices_tsv_raw_and_tokens() {
 	awk -v a="$first" -v b="$raw" 'BEGIN { exit !(a - b < 1e-6 && b - a < 1e-6) }' || fail "raw $raw vs tsv $first"
 	[ "$("$K" --tokens "$TMP/d.kv" | tr '\n' ' ')" = "1 2 3 4 5 6 7 8 9 10 " ] || fail "tokens"
 	"$K" --pos 10 "$TMP/d.kv" 2>"$TMP/err"; [ $? -eq 1 ] || fail "--pos 10 accepted"
-	grep -q -- "--pos 10 is out of range (0-9)" "$TMP/err" || fail "$(cat "$TMP/err")"
+	grep -q -- "--pos: position 10 is out of range (0-9)" "$TMP/err" || fail "$(cat "$TMP/err")"
 	"$K" --head 2 "$TMP/d.kv" 2>"$TMP/err"; [ $? -eq 1 ] || fail "--head 2 accepted"
 	grep -q "out of range (0-1)" "$TMP/err" || fail "$(cat "$TMP/err")"
 	"$K" --pos 5-2 "$TMP/d.kv" 2>/dev/null; [ $? -eq 2 ] || fail "--pos 5-2"

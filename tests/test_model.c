@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/kvpriv.h"
 #include "../lib/gguf.h"
 #include "../lib/kv.h"
 #include "../lib/model.h"

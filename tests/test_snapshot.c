@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "../lib/kvpriv.h"
 #include "../lib/gguf.h"
 #include "../lib/kv.h"
 #include "../lib/model.h"

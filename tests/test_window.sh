@@ -111,7 +111,7 @@ assert ticks == sorted(ticks[:len(ticks) // 2]) * 2, ticks' "$TMP/s.svg" || fail
 	{ seq 0 3; seq 200 299; } | cmp -s - "$TMP/pos" || fail "positions: $(tr '\n' ' ' <"$TMP/pos")"
 	"$K" --pos 10 "$TMP/s.kv" >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "an evicted position was dumped"
-	grep -q "^llm-kvdump: $TMP/s.kv: --pos 10-10: evicted from the window (4 sinks, then positions 200-299)$" \
+	grep -q "^llm-kvdump: $TMP/s.kv: --pos: positions 10-10 are evicted from the window (4 sinks, then positions 200-299)$" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 	"$K" --pos 3-201 --layer 1 --v "$TMP/s.kv" | awk 'NR > 1 { print $3 }' | uniq | tr '\n' ' ' >"$TMP/sel"
 	[ "$(cat "$TMP/sel")" = "3 200 201 " ] || fail "--pos 3-201 gave $(cat "$TMP/sel")"

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../lib/kvpriv.h"
 #include "../../cmd/tool.h"
 #include "../../lib/kv.h"
 #include "../../lib/snapshot.h"

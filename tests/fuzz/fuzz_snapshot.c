@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lib/kvpriv.h"
 #include "../../lib/kv.h"
 #include "../../lib/snapshot.h"
 #include "../../lib/util.h"

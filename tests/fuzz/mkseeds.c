@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../lib/kvpriv.h"
 #include "../../lib/gguf.h"
 #include "../../lib/kv.h"
 #include "../../lib/snapshot.h"
