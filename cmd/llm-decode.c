@@ -541,8 +541,8 @@ check_args(struct opts *o, const struct gtext *g)
 	cache_opts_check(&o->co);
 }
 
-/* --print-grammar: the grammar's text on stdout, and exit. */
-static _Noreturn void
+/* --print-grammar: the grammar's text on stdout; the exit status. */
+static int
 print_grammar(const struct gtext *g)
 {
 	if (!g->text)
@@ -550,9 +550,11 @@ print_grammar(const struct gtext *g)
 	fputs(g->text, stdout);
 	if (*g->text && g->text[strlen(g->text) - 1] != '\n')
 		putchar('\n');
-	if (fflush(stdout) == EOF || ferror(stdout))
-		die(1, "stdout:");
-	exit(0);
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		weprintf("stdout:");
+		return 1;
+	}
+	return 0;
 }
 
 /* The session, and the loop set as the options say: its sampling, stop strings and grammar. */
@@ -599,8 +601,13 @@ main(int argc, char *argv[])
 	grammar_text(&o, &g);
 	if (g.text && grammar_parse(&d.gram, g.text, strlen(g.text)) < 0)
 		die(2, "%s: %s%s", g.label, o.schema ? "the grammar made of it: " : "", llm_err());
-	if (o.print_grammar)
-		print_grammar(&g);
+	if (o.print_grammar) {
+		status = print_grammar(&g);
+		grammar_free(&d.gram);
+		buf_free(&g.file);
+		free(g.compiled);
+		return status;
+	}
 	check_args(&o, &g);
 	if (g.text) {
 		/* a grammar no text can match is refused before any work (each sequence has its state) */
