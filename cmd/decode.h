@@ -32,7 +32,8 @@ struct decode {
 	struct grammar gram;	/* with a grammar: it, and its masks over tok's vocabulary */
 	struct gmask gmask;
 	const char *kv_in, *kv_out;
-	int threads, parallel, stats, stats_json, quiet, greedy;
+	int n_predict;		/* -n: each sequence's */
+	int threads, stats, stats_json, quiet, greedy;
 	char msg[600];		/* why the run failed (END_FAIL) */
 };
 
@@ -67,6 +68,9 @@ void catch_signals(int restart);
 enum end stdout_failed(struct decode *d);
 /* The exit status of a run that ended so (its message said). */
 int end_status(enum end end);
+
+/* What a tool says after a snapshot that does not fit its cache (session_check), by the reason. */
+extern const char *const resume_hints[4];
 
 /* --lines: a prompt (or a stream to score) per line of standard input; the exit status. */
 int decode_lines(struct decode *d);

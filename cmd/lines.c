@@ -211,10 +211,10 @@ read_line(struct lines *L, int wait)
 		return line_bad(L, ln, "%s", llm_err()), 1;
 	L->prompt += ln->n;
 	L->reused += pos;
-	if (!d->b.score && d->b.n_predict == 0)
+	if (!d->b.score && d->n_predict == 0)
 		ln->seq.state = SEQ_DONE;	/* -n 0: an empty line; no cache outlives the line to fill */
 	else
-		batch_start(&d->b, &ln->seq, ln->ids, ln->n, kv, pos);
+		batch_start(&d->b, &ln->seq, ln->ids, ln->n, kv, pos, d->n_predict);
 	if (ln->seq.state != SEQ_DONE) {
 		ln->slot = i;
 		L->slot[i] = ln;
@@ -369,9 +369,7 @@ decode_lines(struct decode *d)
 	slot_cache(&L, 0);	/* the limits every line is checked against */
 	if (d->kv_in) {
 		/* checked once here, for every line that reads it, with the cache made as theirs */
-		session_check(&d->s, &L.kvs[0], (const char *const[]){ NULL, NULL,
-		    "resume with the same --kv-type, or recompute",
-		    "resume with the same --kv-window and --kv-sinks, or recompute" });
+		session_check(&d->s, &L.kvs[0], resume_hints);
 		if (snapshot_verify(&d->s.snap) < 0)
 			die(1, "%s: %s", d->kv_in, llm_err());
 	}

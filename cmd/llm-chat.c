@@ -93,8 +93,8 @@ static int
 catch_up(struct chat *c)
 {
 	struct batch_seq q;
-	c->b.n_predict = 0;
-	batch_start(&c->b, &q, c->conv.v, (int)c->conv.n, &c->kv, c->kv.seq_len);
+
+	batch_start(&c->b, &q, c->conv.v, (int)c->conv.n, &c->kv, c->kv.seq_len, 0);
 	while (q.state != SEQ_DONE && batch_step(&c->b) == 0)
 		;
 	if (q.failed)
@@ -170,10 +170,10 @@ turn(struct chat *c, const char *text, int *interrupted)
 	if (room < 1)
 		return refuse(c, n_conv, "%d tokens with this message do not fit the context of %d "
 		    "(a larger --ctx, or --kv-window)", (int)c->conv.n + c->close_len + 1, c->kv.max_ctx);
-	c->b.n_predict = c->n_predict < room ? c->n_predict : room;
 	/* each turn its own draws, by where it starts: the same in a conversation resumed */
 	c->b.seed = c->seed + (uint64_t)n_conv;
-	batch_start(&c->b, &q, c->conv.v, (int)c->conv.n, &c->kv, c->kv.seq_len);
+	batch_start(&c->b, &q, c->conv.v, (int)c->conv.n, &c->kv, c->kv.seq_len,
+	    c->n_predict < room ? c->n_predict : room);
 	tok_decoder_init(&dec, &c->tok, 0);
 	end = END_TURN;
 	while (q.state != SEQ_DONE) {
@@ -212,8 +212,8 @@ turn(struct chat *c, const char *text, int *interrupted)
 		lost = 1;
 	if (lost && out_err != EPIPE)
 		weprintf("stdout: %s", strerror(out_err));
-	if (end == END_TURN && (int)q.gen.n == c->b.n_predict)
-		end = c->b.n_predict < c->n_predict ? END_CONTEXT : END_LIMIT;
+	if (end == END_TURN && (int)q.gen.n == q.n_predict)
+		end = q.n_predict < c->n_predict ? END_CONTEXT : END_LIMIT;
 	/* the reply joins the conversation, however it ended, and its turn is closed */
 	for (size_t i = 0; i < q.gen.n; i++)
 		ids_push(&c->conv, q.gen.v[i]);

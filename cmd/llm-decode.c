@@ -58,6 +58,9 @@ struct gtext {
 
 volatile sig_atomic_t stop_signal;
 
+const char *const resume_hints[4] = { NULL, NULL, "resume with the same --kv-type, or recompute",
+	"resume with the same --kv-window and --kv-sinks, or recompute" };
+
 static void
 on_signal(int sig)
 {
@@ -117,9 +120,7 @@ resume(struct decode *d, struct one *o, const int *ids, int n_ids)
 	const struct snapshot *snap = &d->s.snap;
 	int lcp = 0;
 
-	session_check(&d->s, &o->kv, (const char *const[]){ NULL, NULL,
-	    "resume with the same --kv-type, or recompute",
-	    "resume with the same --kv-window and --kv-sinks, or recompute" });
+	session_check(&d->s, &o->kv, resume_hints);
 	if ((o->reused = snapshot_resume(snap, &o->kv, ids, n_ids)) < 0)
 		die(1, "%s: %s", d->kv_in, llm_err());
 	if (o->reused > 0 || d->quiet)
@@ -157,8 +158,8 @@ warm_up(struct decode *d, const struct kv *like, const int *ids, int n)
 	    like->v_type) < 0)
 		die(1, "%s", llm_err());
 	batch_init(&b, &d->s.run, 1);
-	b.n_predict = 1;	/* the last token's logits too: the output matrix is paged in as well */
-	batch_start(&b, &q, ids, kv.max_ctx, &kv, 0);
+	/* a token generated: the last one's logits, so the output matrix is paged in as well */
+	batch_start(&b, &q, ids, kv.max_ctx, &kv, 0, 1);
 	while (q.state != SEQ_DONE && batch_step(&b) == 0)
 		;
 	if (q.failed)
@@ -233,7 +234,7 @@ run_one(struct decode *d, struct one *o, const int *ids, int n)
 	double t;
 
 	progress_start(d->quiet);
-	batch_start(&d->b, q, ids, n, &o->kv, o->reused);
+	batch_start(&d->b, q, ids, n, &o->kv, o->reused, d->n_predict);
 	while (q->state != SEQ_DONE) {
 		if (stop_signal) {
 			end = END_SIGNAL;
@@ -582,7 +583,7 @@ setup(struct decode *d, struct opts *o, const struct gtext *g)
 		b->tok = &d->tok, b->stops = o->stops, b->n_stops = o->n_stops;
 	sampling_set(&o->sa, b);
 	b->score = o->score, b->each = !o->lines;
-	b->n_predict = o->n_predict, b->ignore_eos = o->ignore_eos;
+	d->n_predict = o->n_predict, b->ignore_eos = o->ignore_eos;
 	if (o->kv_in)
 		session_snapshot(&d->s, o->kv_in);
 }

@@ -70,7 +70,8 @@ prompt_end(const struct batch *b, const struct batch_seq *q)
 }
 
 void
-batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct kv *kv, int pos)
+batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct kv *kv, int pos,
+    int n_predict)
 {
 	memset(q, 0, sizeof *q);
 	q->ids = ids;
@@ -79,7 +80,7 @@ batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct 
 	q->pos = pos;
 	q->state = SEQ_PROMPT;
 	q->left = -1;
-	q->n_predict = b->n_predict;
+	q->n_predict = n_predict;
 	sampler_init(&q->smp, b->run->m->c.vocab_size, b->temp, b->top_k, b->top_p, b->seed);
 	sampler_controls(&q->smp, b->min_p, b->penalty, b->last_n);
 	for (int i = 0; i < n; i++)
@@ -229,7 +230,6 @@ score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
 {
 	const struct model_config *c = &b->run->m->c;
 	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
-
 	double lp = -INFINITY;
 
 	if (q->left < 0) {

@@ -38,7 +38,7 @@ struct batch_seq {
 	struct kv *kv;		/* the caller's cache, holding positions [0, pos) */
 	int pos;		/* the positions computed */
 	int state;
-	int n_predict;		/* the batch's when it started */
+	int n_predict;		/* generating: the most tokens it may take (0: the prompt alone) */
 	/* generating */
 	struct sampler smp;
 	int next;		/* the token to run next */
@@ -59,7 +59,7 @@ struct batch {
 	struct model_run *run;
 	int score;		/* score the prompts instead of generating */
 	int each;		/* scoring: keep each token's log-probability (batch_seq's lp) */
-	int n_predict, ignore_eos;
+	int ignore_eos;
 	int end_id;		/* another token that ends a sequence (a chat's end of turn), or -1 */
 	float temp, top_p, min_p, penalty;
 	int top_k, last_n;	/* last_n: the repeat penalty's window */
@@ -81,12 +81,14 @@ void batch_free(struct batch *b);
 
 /*
  * Start a sequence of the prompt ids[0..n) in a cache that holds the
- * positions [0, pos) of it (a resume), with the batch's sampling, its
- * controls (the prompt's tokens accepted for the repeat penalty) and seed.  The prompt must fit the cache (or it be windowed).  With n_predict
- * 0 or nothing to score, it is done at once.
+ * positions [0, pos) of it (a resume), generating at most n_predict
+ * tokens (unless the batch scores), with the batch's sampling, its
+ * controls (the prompt's tokens accepted for the repeat penalty) and
+ * seed.  The prompt must fit the cache (or it be windowed).  With
+ * nothing left to run or to score, it is done at once.
  */
 void batch_start(struct batch *b, struct batch_seq *q, const int *ids, int n, struct kv *kv,
-    int pos);
+    int pos, int n_predict);
 
 /*
  * One pass of every live sequence; those that end (the end-of-sequence
