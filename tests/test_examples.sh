@@ -40,7 +40,10 @@ model() {
 	if [ -f "$SHARED/models/stories260K.gguf" ]; then
 		echo "$SHARED/models/stories260K.gguf"
 	else
-		tiny q8_0
+		# a context as long as stories260K's: examples/system.txt is 689 of its random tokens
+		[ -f "$TMP/tiny-ctx.gguf" ] || "$PWD/tools/mkmodel" -t q8_0 -c 2048 -o "$TMP/tiny-ctx.gguf" >&2 ||
+			fail "mkmodel -c 2048"
+		echo "$TMP/tiny-ctx.gguf"
 	fi
 }
 
