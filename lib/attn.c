@@ -125,7 +125,7 @@ keys_in_place(const struct kv *kv)
 	return kv->head_dim % 32 == 0;
 }
 
-/* The ggml type of the rows ring_rows gives for keys. */
+/* The ggml type of the rows ring_rows() gives for keys. */
 static uint32_t
 ring_row_type(const struct kv *kv, int which)
 {
@@ -148,7 +148,7 @@ ring_rows(const struct attn_job *job, int which, int kvh, int p, int *end, size_
 {
 	const struct kv *kv = job->kv;
 	size_t dim = (size_t)kv->kv_dim, col = (size_t)kvh * job->a->head_dim;
-	int hd = job->a->head_dim, wrap = (p / kv->ring_rows[which] + 1) * kv->ring_rows[which];
+	int hd = job->a->head_dim, rows = kv_ring_rows(kv, which), wrap = (p / rows + 1) * rows;
 
 	if (*end > wrap)
 		*end = wrap;

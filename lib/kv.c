@@ -182,14 +182,14 @@ kv_ring_row_bytes(const struct kv *kv, int which)
 static size_t
 ring_store_bytes(const struct kv *kv, int which)
 {
-	return (size_t)kv->n_layers * (size_t)kv->ring_rows[which] *
+	return (size_t)kv->n_layers * (size_t)kv_ring_rows(kv, which) *
 	    kv_type_row_bytes(kv->ring_type[which], kv->kv_dim);
 }
 
 void *
 kv_ring_row(const struct kv *kv, int layer, int which, int pos)
 {
-	int rows = kv->ring_rows[which];
+	int rows = kv_ring_rows(kv, which);
 
 	return (char *)kv->ring[which] +
 	    ((size_t)layer * (size_t)rows + (size_t)(pos % rows)) * kv_ring_row_bytes(kv, which);
@@ -312,7 +312,6 @@ kv_init_types(struct kv *kv, int n_layers, int n_kv_heads, int head_dim, int max
 		if ((kv->ring_type[which] = kv_type_ring(type, which)) < 0)
 			continue;
 		kv->ring_back[which] = kv_type_back(type);
-		kv->ring_rows[which] = KV_GROUP + kv->ring_back[which] + KV_PUT;
 		/* mapped, not committed: only the pages of rows written become resident */
 		kv->ring[which] = mmap(NULL, ring_store_bytes(kv, which), PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -730,7 +729,7 @@ kv_ring_holds(const struct kv *kv, int layer, int which, int p0, int p1)
 	if (!kv->ring[which] || p0 == p1)
 		return 1;
 	/* written with the store: the layer's newest rows */
-	return p0 >= kv->ring_end[layer] - kv->ring_rows[which];
+	return p0 >= kv->ring_end[layer] - kv_ring_rows(kv, which);
 }
 
 /* ---- reading ---- */
@@ -821,8 +820,8 @@ ring_bytes(const struct kv *kv)
 	size_t n = 0, rows;
 
 	for (int which = KV_K; which <= KV_V; which++) {
-		rows = (size_t)kv->ring_rows[which];
-		if (kv->cap < kv->ring_rows[which] && !kv_windowed(kv))
+		rows = (size_t)kv_ring_rows(kv, which);
+		if (kv->cap < kv_ring_rows(kv, which) && !kv_windowed(kv))
 			rows = (size_t)kv->cap;
 		if (kv->ring[which])
 			n += (size_t)kv->n_layers * rows * kv_ring_row_bytes(kv, which);

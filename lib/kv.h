@@ -100,9 +100,8 @@ struct kv {
 	int head_dim;
 	int rot;		/* the Hadamard block of rotated values (kv_rot_of), 0 if they are not rotated */
 	size_t k_unit, v_unit;	/* bytes of a position's row, or of a group (grouped keys) */
-	void *ring[2];		/* K's and V's newest rows, [layer][ring_rows][kv_dim] of ring_type, or NULL */
+	void *ring[2];		/* K's and V's newest rows, [layer][kv_ring_rows][kv_dim] of ring_type, or NULL */
 	int ring_type[2];
-	int ring_rows[2];
 	int ring_back[2];	/* positions before a query's own group it reads from the ring */
 	int *ring_end;		/* by layer: 1 + the newest position put */
 	int groups;		/* grouped keys: the groups quantized, all the complete ones */

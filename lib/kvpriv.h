@@ -47,6 +47,17 @@ kv_win(const struct kv *kv, int layer)
 	return &kv->win[kv->slides ? kv->slides[layer] : 0];
 }
 
+/*
+ * The rows of K's or V's ring, from its store's type: a group, the rows
+ * before it its type reads back, and a put's.  Fixed when the ring is
+ * mapped; a window's setting of ring_back to 0 leaves it.
+ */
+static inline int
+kv_ring_rows(const struct kv *kv, int which)
+{
+	return KV_GROUP + kv_type_back(which ? kv->v_type : kv->k_type) + KV_PUT;
+}
+
 /* The first position a query at pos reads from the ring of K or V. */
 static inline int
 kv_ring_from(const struct kv *kv, int which, int pos)

@@ -774,6 +774,11 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 				llm_seterr("forward: bad token %d", seqs[s].tokens[i]);
 				return -1;
 			}
+		/*
+		 * m->slides is the model's layer pattern, kv->slides the
+		 * cache's (model_kv_init's, or a snapshot's): two facts, not
+		 * one kept twice, for a cache may come from another model.
+		 */
 		if (kv_fits_layers(seqs[s].kv, c->n_layers, m->slides, c->n_swa) < 0) {
 			char why[256];
 			snprintf(why, sizeof why, "%s", llm_err());
