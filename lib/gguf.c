@@ -34,6 +34,8 @@ static const struct gguf_type_info type_info[GGML_NTYPES] = {
 	[GGML_Q5_K] = { "q5_K", 256, 176 },
 	[GGML_Q6_K] = { "q6_K", 256, 210 },
 	[GGML_Q8_K] = { "q8_K", 256, 292 },
+	[GGML_IQ4_NL] = { "iq4_nl", 32, 18 },
+	[GGML_IQ4_XS] = { "iq4_xs", 256, 136 },
 	[GGML_BF16] = { "bf16", 1,   2 },
 };
 

@@ -16,6 +16,8 @@ float quant_f16_table[1 << 16];
 #define f16_table quant_f16_table
 /* A byte as a signed int, in float: the kernels' scales without an int-to-float conversion each. */
 float quant_i8_table[256];
+/* iq4_nl's and iq4_xs's 16 values, ggml's kvalues_iq4nl */
+const int8_t quant_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 float
 f16_to_f32(uint16_t h)
@@ -219,7 +221,8 @@ quant_supported(uint32_t type)
 	switch (type) {
 	case GGML_F32: case GGML_F16: case GGML_BF16: case GGML_Q8_0:
 	case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1:
-	case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K:
+	case GGML_Q3_K: case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K:
+	case GGML_IQ4_NL: case GGML_IQ4_XS:
 		return 1;
 	}
 	return 0;
@@ -228,7 +231,7 @@ quant_supported(uint32_t type)
 const char *
 quant_supported_list(void)
 {
-	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K";
+	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs";
 }
 
 size_t
@@ -323,6 +326,30 @@ quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out)
 		}
 		return;
 	}
+	case GGML_Q3_K: {
+		const struct block_q3_K *b = (const struct block_q3_K *)row + k / QK_K;
+		off = k % QK_K;
+		j = off / 32;
+		d = f16_table[b->d] * (float)(quant_k3_scale(off / 16, b->scales) - 32);
+		for (i = 0; i < n; i++) {
+			l = off % 32 + i;
+			int q = (b->qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
+			out[i] = d * (float)(q - ((b->hmask[l] >> j) & 1 ? 0 : 4));
+		}
+		return;
+	}
+	case GGML_IQ4_NL: case GGML_IQ4_XS: {
+		const struct block_iq4_nl *bn = (const struct block_iq4_nl *)row + k / 32;
+		const struct block_iq4_xs *bx = (const struct block_iq4_xs *)row + k / QK_K;
+		const uint8_t *qs = type == GGML_IQ4_NL ? bn->qs : bx->qs + 16 * (k % QK_K / 32);
+		d = type == GGML_IQ4_NL ? f16_table[bn->d] :
+		    f16_table[bx->d] * (float)(quant_xs_scale(k % QK_K / 32, bx) - 32);
+		for (i = 0, off = k % 32; i < n; i++) {
+			j = off + i;
+			out[i] = d * (float)quant_iq4_values[j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4];
+		}
+		return;
+	}
 	case GGML_Q6_K: {
 		const struct block_q6_K *b = (const struct block_q6_K *)row + k / QK_K;
 		off = k % QK_K;
@@ -367,8 +394,9 @@ quant_round_block(const float *x, int16_t *q)
 /*
  * The integer rule's weights (kernels.c): block b of 32 weights as int16
  * q, with w = d * q + m; d returned, m (0 without a minimum) in *m.  The
- * K types' sub-block scales go into the integers (at most 63 * 31 for
- * q5_K, 128 * 32 for q6_K), their super-block's d stays a float.
+ * sub-block scales of the K types and iq4_xs go into the integers (at
+ * most 63 * 31 for q5_K, 128 * 32 for q6_K, 32 * 4 for q3_K, 32 * 127
+ * for iq4_xs), their super-block's d stays a float.
  */
 float
 quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
@@ -425,6 +453,34 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 		}
 		*m = -(f16_table[type == GGML_Q4_K ? b4->dmin : b5->dmin] * (float)mn);
 		return f16_table[type == GGML_Q4_K ? b4->d : b5->d];
+	}
+	case GGML_Q3_K: {
+		const struct block_q3_K *bl = (const struct block_q3_K *)row + b / 8;
+		j = b % 8;
+		for (i = 0; i < 32; i++) {
+			int v = (bl->qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3;
+			v -= (bl->hmask[i] >> j) & 1 ? 0 : 4;
+			q[i] = (int16_t)((quant_k3_scale(2 * j + i / 16, bl->scales) - 32) * v);
+		}
+		return f16_table[bl->d];
+	}
+	case GGML_IQ4_NL: {
+		const struct block_iq4_nl *bl = (const struct block_iq4_nl *)row + b;
+		for (i = 0; i < 16; i++) {
+			q[i] = quant_iq4_values[bl->qs[i] & 0xf];
+			q[i + 16] = quant_iq4_values[bl->qs[i] >> 4];
+		}
+		return f16_table[bl->d];
+	}
+	case GGML_IQ4_XS: {
+		const struct block_iq4_xs *bl = (const struct block_iq4_xs *)row + b / 8;
+		const uint8_t *qs = bl->qs + 16 * (b % 8);
+		sc = quant_xs_scale(b % 8, bl) - 32;
+		for (i = 0; i < 16; i++) {
+			q[i] = (int16_t)(sc * quant_iq4_values[qs[i] & 0xf]);
+			q[i + 16] = (int16_t)(sc * quant_iq4_values[qs[i] >> 4]);
+		}
+		return f16_table[bl->d];
 	}
 	case GGML_Q6_K: {
 		const struct block_q6_K *bl = (const struct block_q6_K *)row + b / 8;

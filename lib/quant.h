@@ -67,6 +67,38 @@ struct block_q6_K {		/* 16 sub-blocks of 16: w = d * sc * (q - 32) */
 	uint16_t d;
 };
 
+/*
+ * q3_K: 16 sub-blocks of 16, w = d * (sc - 32) * (q - 4 * !h): q the 2
+ * bits of qs[32 * (j / 4) + l] at 2 * (j % 4) for weight 32 j + l, h bit
+ * j of hmask[l], sc the 6-bit scale of the sub-block (quant_k3_scale).
+ */
+struct block_q3_K {
+	uint8_t hmask[QK_K / 8];
+	uint8_t qs[QK_K / 4];
+	uint8_t scales[12];
+	uint16_t d;
+};
+
+/*
+ * iq4_nl and iq4_xs: a nibble picks one of 16 fixed values
+ * (quant_iq4_values), w = d * value; iq4_xs's eight blocks of 32 have
+ * 6-bit scales, w = d * (ls - 32) * value, ls 4 bits of scales_l and 2
+ * of scales_h.  Nibbles are q4_0's: weight j low in qs[j], j + 16 high.
+ */
+struct block_iq4_nl {
+	uint16_t d;
+	uint8_t qs[16];
+};
+
+struct block_iq4_xs {
+	uint16_t d;
+	uint16_t scales_h;
+	uint8_t scales_l[QK_K / 64];
+	uint8_t qs[QK_K / 2];
+};
+
+extern const int8_t quant_iq4_values[16];
+
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
@@ -126,6 +158,22 @@ quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 
 	*sc = (int)(j < 4 ? a & 63 : (a & 0xf) | (b >> 6) << 4);
 	*m = (int)(j < 4 ? b & 63 : (a >> 4) | (c >> 6) << 4);
+}
+
+/* The 6-bit scale of sub-block j (0-15) of a q3_K block, from 0 to 63 (less 32 for the weights). */
+static inline int
+quant_k3_scale(int j, const uint8_t *s)
+{
+	int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
+
+	return lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+}
+
+/* The 6-bit scale of block ib (0-7) of an iq4_xs block, from 0 to 63 (less 32 for the weights). */
+static inline int
+quant_xs_scale(int ib, const struct block_iq4_xs *b)
+{
+	return ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf) | ((b->scales_h >> (2 * ib)) & 3) << 4;
 }
 
 #endif

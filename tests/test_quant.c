@@ -40,6 +40,9 @@ hand_computed_blocks_dequantize_as_the_spec_says(void)
 	struct block_q4_K q4k = { .d = ONE, .dmin = HALF };
 	struct block_q5_K q5k = { .d = ONE, .dmin = HALF };
 	struct block_q6_K q6k = { .d = HALF };
+	struct block_q3_K q3k = { .d = HALF };
+	struct block_iq4_nl iq4nl = { .d = HALF };
+	struct block_iq4_xs iq4xs = { .d = TWO };
 
 	q8.qs[3] = -5;
 	EXPECT(GGML_Q8_0, &q8, 3, -10);
@@ -87,12 +90,38 @@ hand_computed_blocks_dequantize_as_the_spec_says(void)
 	q6k.ql[96] = 0x0a, q6k.qh[32] = 0x08;
 	EXPECT(GGML_Q6_K, &q6k, 0, 0.5 * 2 * (23 - 32));
 	EXPECT(GGML_Q6_K, &q6k, 160, 0.5 * -3 * (42 - 32));
+	/*
+	 * q3_K: weight 0 is bits 0-1 of qs[0] with bit 0 of hmask[0] (set: no
+	 * 4 taken away), sub-block 0's scale the low nibble of scales[0] with
+	 * bits 0-1 of scales[8]; weight 208 (block 6, l 16) bits 4-5 of
+	 * qs[48] and bit 6 of hmask[16], sub-block 13's scale the high nibble
+	 * of scales[5] with bits 6-7 of scales[9].
+	 */
+	q3k.qs[0] = 0x02, q3k.hmask[0] = 0x01;
+	q3k.scales[0] = 0x05, q3k.scales[8] = 0x02;		/* 5 + 32 */
+	q3k.qs[48] = 0x10, q3k.hmask[16] = 0x00;
+	q3k.scales[5] = 0x30, q3k.scales[9] = 0x40;		/* 3 + 16 */
+	EXPECT(GGML_Q3_K, &q3k, 0, 0.5 * (37 - 32) * 2);
+	EXPECT(GGML_Q3_K, &q3k, 208, 0.5 * (19 - 32) * (1 - 4));
+	EXPECT(GGML_Q3_K, &q3k, 1, 0.5 * (37 - 32) * (0 - 4));
+	/* iq4_nl: q4_0's nibbles through the table; iq4_xs: block 3's scale is scales_l[1]'s high nibble with bits 6-7 of scales_h */
+	iq4nl.qs[0] = 0xf0, iq4nl.qs[2] = 0x09;
+	EXPECT(GGML_IQ4_NL, &iq4nl, 0, 0.5 * -127);
+	EXPECT(GGML_IQ4_NL, &iq4nl, 16, 0.5 * 113);
+	EXPECT(GGML_IQ4_NL, &iq4nl, 2, 0.5 * 13);
+	iq4xs.scales_l[1] = 0x70, iq4xs.scales_h = 3 << 6;	/* 7 + 48 */
+	iq4xs.qs[16 * 3 + 1] = 0x3e;
+	EXPECT(GGML_IQ4_XS, &iq4xs, 97, 2.0 * (55 - 32) * 89);
+	EXPECT(GGML_IQ4_XS, &iq4xs, 113, 2.0 * (55 - 32) * -65);
+	EXPECT(GGML_IQ4_XS, &iq4xs, 0, 2.0 * (0 - 32) * -127);
+	CHECK(sizeof q3k == 110 && sizeof iq4nl == 18 && sizeof iq4xs == 136, "block sizes of q3_K, iq4_nl, iq4_xs");
 	CHECK(sizeof q40 == 18 && sizeof q41 == 20 && sizeof q50 == 22 && sizeof q51 == 24 &&
 	    sizeof q4k == 144 && sizeof q5k == 176 && sizeof q6k == 210, "block sizes");
 }
 
 static const uint32_t all_types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
-	GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K };
+	GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_Q3_K, GGML_IQ4_NL,
+	GGML_IQ4_XS };
 enum { NTYPES = sizeof all_types / sizeof all_types[0] };
 
 static uint64_t seed = 99;
@@ -108,7 +137,8 @@ static void
 reference_quantizers_round_trip(void)
 {
 	/* relative RMS error allowed per type: about half a step */
-	static const double limit[NTYPES] = { 0, 1e-3, 5e-3, 0.01, 0.1, 0.1, 0.05, 0.05, 0.1, 0.06, 0.04 };
+	static const double limit[NTYPES] = { 0, 1e-3, 5e-3, 0.01, 0.1, 0.1, 0.05, 0.05, 0.1, 0.06, 0.04, 0.2, 0.1,
+	    0.1 };
 	enum { N = 1024 };
 	float x[N], y[N];
 	unsigned char q[N * 4];

@@ -308,6 +308,111 @@ quantize_q6_K(const float *x, void *out, size_t n)
 	}
 }
 
+/*
+ * q3_K: sixteen sub-blocks of 16, each a 6-bit scale (less 32) relative
+ * to d, weights from -4 to 3: the sign bit of q + 4 goes in hmask.
+ */
+static void
+quantize_q3_K(const float *x, void *out, size_t n)
+{
+	int i, j, l;
+
+	for (i = 0; i < (int)n / QK_K; i++) {
+		struct block_q3_K *b = (struct block_q3_K *)out + i;
+		const float *xb = x + QK_K * i;
+		float scale[16], max_scale = 0, d;
+		int q[QK_K], sc[16];
+
+		for (j = 0; j < 16; j++) {
+			scale[j] = signed_max(xb + 16 * j, 16) / -4;
+			if (fabsf(scale[j]) > fabsf(max_scale))
+				max_scale = scale[j];
+		}
+		d = f16_to_f32(f32_to_f16(max_scale / -32));
+		memset(b, 0, sizeof *b);
+		b->d = f32_to_f16(d);
+		for (j = 0; j < 16; j++) {
+			sc[j] = clampi(d ? (int)lrintf(scale[j] / d) : 0, -32, 31);
+			float ds = d * (float)sc[j];
+			for (l = 0; l < 16; l++)
+				q[16 * j + l] = ds ? clampi((int)lrintf(xb[16 * j + l] / ds), -4, 3) : 0;
+			sc[j] += 32;
+			b->scales[j % 8] |= (uint8_t)((sc[j] & 0xf) << (j < 8 ? 0 : 4));
+			b->scales[8 + j % 4] |= (uint8_t)((sc[j] >> 4) << (2 * (j / 4)));
+		}
+		for (j = 0; j < QK_K; j++) {	/* weight 32 k + l: bits 2 (k % 4) of qs[32 (k / 4) + l], bit k of hmask[l] */
+			int k = j / 32, u = q[j] + 4;
+			l = j % 32;
+			b->qs[32 * (k / 4) + l] |= (uint8_t)((u & 3) << (2 * (k % 4)));
+			b->hmask[l] |= (uint8_t)((u >> 2) << k);
+		}
+	}
+}
+
+/* The iq4 value nearest v */
+static int
+iq4_nearest(float v)
+{
+	int best = 0, k;
+
+	for (k = 1; k < 16; k++)
+		if (fabsf(v - quant_iq4_values[k]) < fabsf(v - quant_iq4_values[best]))
+			best = k;
+	return best;
+}
+
+/* 32 weights to iq4 nibbles at scale d (q4_0's order) */
+static void
+iq4_pack(const float *xb, float d, uint8_t *qs)
+{
+	float id = d ? 1 / d : 0;
+	int q[32], j;
+
+	for (j = 0; j < 32; j++)
+		q[j] = iq4_nearest(xb[j] * id);
+	pack32(q, qs, NULL);
+}
+
+/* iq4_nl: d maps the block's largest magnitude to -127, the table's end */
+static void
+quantize_iq4_nl(const float *x, void *out, size_t n)
+{
+	for (int i = 0; i < (int)n / 32; i++) {
+		struct block_iq4_nl *b = (struct block_iq4_nl *)out + i;
+		float d = f16_to_f32(f32_to_f16(signed_max(x + 32 * i, 32) / -127));
+		b->d = f32_to_f16(d);
+		iq4_pack(x + 32 * i, d, b->qs);
+	}
+}
+
+/* iq4_xs: eight blocks of 32 with 6-bit scales (less 32) relative to d */
+static void
+quantize_iq4_xs(const float *x, void *out, size_t n)
+{
+	int i, j;
+
+	for (i = 0; i < (int)n / QK_K; i++) {
+		struct block_iq4_xs *b = (struct block_iq4_xs *)out + i;
+		const float *xb = x + QK_K * i;
+		float scale[8], max_scale = 0, d;
+
+		for (j = 0; j < 8; j++) {
+			scale[j] = signed_max(xb + 32 * j, 32) / -127;
+			if (fabsf(scale[j]) > fabsf(max_scale))
+				max_scale = scale[j];
+		}
+		d = f16_to_f32(f32_to_f16(max_scale / -32));
+		memset(b, 0, sizeof *b);
+		b->d = f32_to_f16(d);
+		for (j = 0; j < 8; j++) {
+			int ls = clampi(d ? (int)lrintf(scale[j] / d) : 0, -32, 31) + 32;
+			b->scales_l[j / 2] |= (uint8_t)((ls & 0xf) << (4 * (j % 2)));
+			b->scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+			iq4_pack(xb + 32 * j, d * (float)(ls - 32), b->qs + 16 * j);
+		}
+	}
+}
+
 void
 quantize_row(uint32_t type, const float *x, void *out, size_t n)
 {
@@ -335,6 +440,9 @@ quantize_row(uint32_t type, const float *x, void *out, size_t n)
 	case GGML_Q4_K: quantize_q4_K_q5_K(x, out, n, 4); break;
 	case GGML_Q5_K: quantize_q4_K_q5_K(x, out, n, 5); break;
 	case GGML_Q6_K: quantize_q6_K(x, out, n); break;
+	case GGML_Q3_K: quantize_q3_K(x, out, n); break;
+	case GGML_IQ4_NL: quantize_iq4_nl(x, out, n); break;
+	case GGML_IQ4_XS: quantize_iq4_xs(x, out, n); break;
 	default:
 		die(1, "quantize_row: no quantizer for %s", gguf_type_name(type));
 	}

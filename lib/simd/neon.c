@@ -22,8 +22,8 @@
  * and 2, 1 and 3 (h = 8), then those two (h = 4), then within one.
  *
  * The integer rule: x's 16-bit integers meet a weight block's 32 weights,
- * every type's a signed byte (q4_0 as q - 8, q6_K as q - 32) with the K
- * types' sub-block scales apart: s = sc0 * (the sum of weights 0-15's
+ * every type's a signed byte (q4_0 as q - 8, q6_K as q - 32) with the
+ * sub-block scales of the K types and iq4_xs apart: s = sc0 * (the sum of weights 0-15's
  * products) + sc1 * (16-31's), which is quant_iblock's integer sum, for
  * integers add and multiply exactly (modulo 2^32, as every set's lanes).
  * neon widens the weights to 16 bits and multiplies them with x's
@@ -259,7 +259,15 @@ widen_nibbles(const uint8_t *p, int high)
 static AI int
 has_scales(int type)
 {
-	return type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K;
+	return type == GGML_Q3_K || type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K ||
+	    type == GGML_IQ4_XS;
+}
+
+/* a scale for each half: sub-blocks of 16 */
+static AI int
+two_scales(int type)
+{
+	return type == GGML_Q3_K || type == GGML_Q6_K;
 }
 
 /* quant_has_min, inline: type is a constant */
@@ -345,6 +353,33 @@ nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 		sc[0] = sc[1] = s;
 		*m = -(quant_f16_table[type == GGML_Q4_K ? b4->dmin : b5->dmin] * quant_i8_table[mn]);
 		return quant_f16_table[type == GGML_Q4_K ? b4->d : b5->d];
+	}
+	case GGML_Q3_K: {
+		const struct block_q3_K *bl = (const struct block_q3_K *)row + b / 8;
+		int j = b % 8;
+		int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (j % 4))), hs = vdupq_n_s8((int8_t)(2 - j));
+		const uint8_t *qs = bl->qs + 32 * (j / 4);
+		for (int i = 0; i < 2; i++) {
+			/* q - 4 + (bit j of hmask, moved to bit 2) */
+			uint8x16_t q = vandq_u8(vshlq_u8(vld1q_u8(qs + 16 * i), sh), vdupq_n_u8(3));
+			uint8x16_t h = vandq_u8(vshlq_u8(vld1q_u8(bl->hmask + 16 * i), hs), vdupq_n_u8(4));
+			w[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(q, h)), vdupq_n_s8(4));
+		}
+		sc[0] = quant_k3_scale(2 * j, bl->scales) - 32;
+		sc[1] = quant_k3_scale(2 * j + 1, bl->scales) - 32;
+		return quant_f16_table[bl->d];
+	}
+	case GGML_IQ4_NL: case GGML_IQ4_XS: {
+		const struct block_iq4_nl *bn = (const struct block_iq4_nl *)row + b;
+		const struct block_iq4_xs *bx = (const struct block_iq4_xs *)row + b / 8;
+		uint8x16_t q = vld1q_u8(type == GGML_IQ4_NL ? bn->qs : bx->qs + 16 * (b % 8));
+		int8x16_t table = vld1q_s8(quant_iq4_values);
+		w[0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0f)));
+		w[1] = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+		if (type == GGML_IQ4_NL)
+			return quant_f16_table[bn->d];
+		sc[0] = sc[1] = quant_xs_scale(b % 8, bx) - 32;
+		return quant_f16_table[bx->d];
 	}
 	case GGML_Q6_K: {
 		const struct block_q6_K *bl = (const struct block_q6_K *)row + b / 8;

@@ -336,7 +336,8 @@ pack_floats(int cols)
  * VD_OFF(b): where block b's f16 scale d lies in a row; VZLOAD, where
  * defined, a block's weights widened in one instruction */
 #define BLOCK_TYPES(X) X(GGML_Q8_0, q8_0) X(GGML_Q4_0, q4_0) X(GGML_Q4_1, q4_1) \
-	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K)
+	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K) \
+	X(GGML_Q3_K, q3_K) X(GGML_IQ4_NL, iq4_nl) X(GGML_IQ4_XS, iq4_xs)
 #define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q8_0))
 #define VZLOAD(row, b) _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)(row) + (b))->qs))
 #define ITYPE q8_0
@@ -390,6 +391,27 @@ pack_floats(int cols)
 #undef VD_OFF
 #define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q6_K) + offsetof(struct block_q6_K, d))
 #define ITYPE q6_K
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q3_K) + offsetof(struct block_q3_K, d))
+#define ITYPE q3_K
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) * sizeof(struct block_iq4_nl))
+#define ITYPE iq4_nl
+#define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_iq4_xs))
+#define ITYPE iq4_xs
 #define HAS_MIN 0
 #include "vblock.inc"
 #undef ITYPE
