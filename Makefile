@@ -23,10 +23,11 @@ MAN1 = man/llm-decode.1 man/llm-tokenize.1 man/llm-kvstat.1 man/llm-kvdump.1 man
 MAN5 = man/llm-kv.5
 MAN7 = man/llm.7
 
-# The GGUF writer and the model maker that tests, bench, examples and the demo share.
+# The GGUF writer and the model maker that tests, bench, examples and the demo share,
+# and wdigest, the weights as llm expands them (tests/test_weights.sh).
 MKSRC = tools/ggufw.c tools/fixture.c
 MKOBJ = $(MKSRC:.c=.o)
-MKMODEL = tools/mkmodel
+MKMODEL = tools/mkmodel tools/wdigest
 
 TESTBIN = tests/test_kv tests/test_gguf tests/test_model tests/test_tok tests/test_grammar \
 	tests/test_snapshot tests/test_quant
@@ -79,6 +80,7 @@ $(MKMODEL) $(TESTBIN): $(MKOBJ) $(TOOLOBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $@.o $(MKOBJ) $(TOOLOBJ) $(LIB) $(LDLIBS)
 
 tools/mkmodel: tools/mkmodel.o
+tools/wdigest: tools/wdigest.o
 tests/test_kv: tests/test_kv.o
 tests/test_gguf: tests/test_gguf.o
 tests/test_model: tests/test_model.o

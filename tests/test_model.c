@@ -359,6 +359,9 @@ static void cached_matches_reference_q5_1(void) { cached_decoding_matches_uncach
 static void cached_matches_reference_q4_K(void) { cached_decoding_matches_uncached_reference(GGML_Q4_K); }
 static void cached_matches_reference_q5_K(void) { cached_decoding_matches_uncached_reference(GGML_Q5_K); }
 static void cached_matches_reference_q6_K(void) { cached_decoding_matches_uncached_reference(GGML_Q6_K); }
+static void cached_matches_reference_q3_K(void) { cached_decoding_matches_uncached_reference(GGML_Q3_K); }
+static void cached_matches_reference_iq4_nl(void) { cached_decoding_matches_uncached_reference(GGML_IQ4_NL); }
+static void cached_matches_reference_iq4_xs(void) { cached_decoding_matches_uncached_reference(GGML_IQ4_XS); }
 
 /* Greedy decoding of n tokens; all logits are appended to out. */
 static void
@@ -455,7 +458,7 @@ missing_optional_keys_take_llama_cpp_defaults(void)
 
 /*
  * A fixture's rows that are not whole blocks of its type take the type
- * llama.cpp's quantizer gives them (q6_K: q8_0), as the benchmark's Q6_K
+ * llama.cpp's quantizer gives them (q6_K: q8_0; iq4_xs: iq4_nl), as the benchmark's Q6_K
  * file of SmolLM2's 576-wide rows needs; the others keep it.
  */
 static void
@@ -475,6 +478,16 @@ partial_rows_fall_back_as_llama_cpp_quantizes(void)
 	CHECK(t && t->type == GGML_Q8_0, "ffn_down is %s", t ? gguf_type_name(t->type) : "missing");
 	t = gguf_find_tensor(&m.gguf, "blk.0.ffn_up.weight");
 	CHECK(t && t->type == GGML_Q6_K, "ffn_up is %s", t ? gguf_type_name(t->type) : "missing");
+	model_free(&m);
+	/* iq4_xs: iq4_nl (q3_K: q4_0), as llama.cpp's quantizer falls back */
+	fixture_tiny(&f, GGML_IQ4_XS);
+	f.ffn_dim = 320;
+	if (model_load(&m, write_fixture(&f, "fallback.gguf")) < 0) {
+		CHECK(!"the fixture loads", "%s", llm_err());
+		return;
+	}
+	t = gguf_find_tensor(&m.gguf, "blk.0.ffn_down.weight");
+	CHECK(t && t->type == GGML_IQ4_NL, "ffn_down is %s", t ? gguf_type_name(t->type) : "missing");
 	model_free(&m);
 }
 
@@ -547,6 +560,9 @@ static void batched_prefill_equals_token_by_token_q4_0(void) { batched_prefill_e
 static void batched_prefill_equals_token_by_token_q5_0(void) { batched_prefill_equals_token_by_token(GGML_Q5_0); }
 static void batched_prefill_equals_token_by_token_q4_K(void) { batched_prefill_equals_token_by_token(GGML_Q4_K); }
 static void batched_prefill_equals_token_by_token_q6_K(void) { batched_prefill_equals_token_by_token(GGML_Q6_K); }
+static void batched_prefill_equals_token_by_token_q3_K(void) { batched_prefill_equals_token_by_token(GGML_Q3_K); }
+static void batched_prefill_equals_token_by_token_iq4_nl(void) { batched_prefill_equals_token_by_token(GGML_IQ4_NL); }
+static void batched_prefill_equals_token_by_token_iq4_xs(void) { batched_prefill_equals_token_by_token(GGML_IQ4_XS); }
 
 /* ---- cache types ---- */
 
@@ -1460,6 +1476,9 @@ main(void)
 	TEST(cached_matches_reference_q4_K);
 	TEST(cached_matches_reference_q5_K);
 	TEST(cached_matches_reference_q6_K);
+	TEST(cached_matches_reference_q3_K);
+	TEST(cached_matches_reference_iq4_nl);
+	TEST(cached_matches_reference_iq4_xs);
 	TEST(grow_on_demand_is_bitwise_identical_to_prealloc);
 	TEST(forward_refuses_positions_past_max_ctx);
 	TEST(missing_optional_keys_take_llama_cpp_defaults);
@@ -1472,6 +1491,9 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_q5_0);
 	TEST(batched_prefill_equals_token_by_token_q4_K);
 	TEST(batched_prefill_equals_token_by_token_q6_K);
+	TEST(batched_prefill_equals_token_by_token_q3_K);
+	TEST(batched_prefill_equals_token_by_token_iq4_nl);
+	TEST(batched_prefill_equals_token_by_token_iq4_xs);
 	TEST(kv_types_batched_equals_token_by_token);
 	TEST(kv_types_grow_equals_prealloc);
 	TEST(f16_cache_reads_its_own_group_exactly);

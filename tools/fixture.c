@@ -130,6 +130,8 @@ fallback_type(uint32_t type, int cols)
 	if (!ti || cols % (int)ti->block == 0)
 		return type;
 	switch (type) {
+	case GGML_Q3_K: return GGML_Q4_0;
+	case GGML_IQ4_XS: return GGML_IQ4_NL;
 	case GGML_Q4_K: return GGML_Q5_0;
 	case GGML_Q5_K: return GGML_Q5_1;
 	default: return GGML_Q8_0;
