@@ -616,5 +616,7 @@ JSON="$JSON" sh bench/lines.sh
 sh bench/grammar.sh
 # Gemma 3's shapes: memory with sliding layers, and speed (issue 36): printed only.
 sh bench/gemma3.sh
+# The weight types of issue 47: accuracy on llama.cpp's files, speed on Llama-3.2-1B's shape: printed only.
+sh bench/weights.sh
 printf '}\n' >>"$JSON"
 echo "written: $JSON"

@@ -58,6 +58,17 @@ fixture_qwen25_05b(struct fixture *f, uint32_t type)
 	};
 }
 
+/* Llama-3.2-1B's shapes: 2048 wide (whole blocks of 256 everywhere), 16 layers, tied, a vocabulary of 128256. */
+void
+fixture_llama32_1b(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 2048, .n_layers = 16, .n_heads = 32, .n_kv_heads = 8,
+		.ffn_dim = 8192, .vocab = 128256, .ctx = 8192, .rope_base = 500000,
+		.tied = 1, .type = type, .seed = 32, .eos_id = 2,
+	};
+}
+
 /* gemma-3-270m's shapes: 640 wide, heads of 256, 18 layers, a window of 512. */
 void
 fixture_gemma3_270m(struct fixture *f, uint32_t type)

@@ -36,6 +36,7 @@ void fixture_smollm2_135m(struct fixture *f, uint32_t type);
 void fixture_small(struct fixture *f, uint32_t type);
 /* Qwen2.5-0.5B's shapes (qwen2, tied), for the benchmark. */
 void fixture_qwen25_05b(struct fixture *f, uint32_t type);
+void fixture_llama32_1b(struct fixture *f, uint32_t type);
 /* gemma-3-270m's and gemma-3-1b's shapes (gemma3, tied, a vocabulary of 262144), for the benchmark. */
 void fixture_gemma3_270m(struct fixture *f, uint32_t type);
 void fixture_gemma3_1b(struct fixture *f, uint32_t type);
