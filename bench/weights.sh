@@ -1,5 +1,5 @@
 #!/bin/sh
-# The weight types of issue 47 (Q3_K, IQ4_NL, IQ4_XS), part of make
+# The weight types of issue 47 (Q2_K, Q3_K, IQ4_NL, IQ4_XS), part of make
 # bench; prints, never fails on speed.
 #
 # - accuracy, on files that llama.cpp's quantizer makes from a random F32
@@ -8,14 +8,15 @@
 #   |d log p| over 300 random tokens of llm against llama.cpp on the same
 #   file, of each against the F32 original, and of llm on the file against
 #   llama.cpp on an F32 copy holding ggml's dequantization (the weights
-#   alone: it is as small as two F32 runs agree);
+#   alone: it is as small as two F32 runs agree); Q2_K on two layers of
+#   Llama-3.2-1B's shape (at 576 wide a Q2_K file holds no q2_K);
 # - speed on Llama-3.2-1B's shape (2048 wide: no fallbacks), files that
 #   tools/mkmodel writes in each type: decode of 64 tokens and prefill of
 #   128, alternating with llama-bench over BENCH_ROUNDS rounds, medians,
 #   with the best kernels, and with AVX2's against llama.cpp's AVX2
 #   kernels alone (its programs beside libggml-cpu-haswell.so only).
 #
-# BENCH_WEIGHT_TYPES (default "q3_K iq4_nl iq4_xs") chooses the speed rows.
+# BENCH_WEIGHT_TYPES (default "q2_K q3_K iq4_nl iq4_xs") chooses the speed rows.
 D=cmd/llm-decode
 SHARED=${SHARED:-../shared/ref}
 TMP=bench/tmp
@@ -34,20 +35,26 @@ if [ -x "$SHARED/llama-quantize" ] && [ -x "$SHARED/ref-score" ]; then
 	[ -f "$wf" ] || tools/mkmodel -s smollm2-135m -t f32 -w 0.05 -o "$wf" || exit 1
 	awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) print int(rand() * 49152) }' >"$TMP/wr300"
 	"$SHARED/ref-score" "$wf" <"$TMP/wr300" >"$TMP/wl-f32" 2>/dev/null
-	$D -m "$wf" -t "$th" --score <"$TMP/wr300" >"$TMP/wo-f32" || exit 1
-	n=$(($(wc -c <"$wf") / 4))
-	for q in Q3_K_S Q3_K_M Q3_K_L IQ4_NL IQ4_XS; do
-		f="$TMP/smollm2-135m-$q.gguf"
-		[ -f "$f" ] || "$SHARED/llama-quantize" "$wf" "$f" $q "$th" >/dev/null 2>&1 || exit 1
+	$D -m "$wf" -t "$th" --score <"$TMP/wr300" >"$TMP/wo-f32" 2>/dev/null || exit 1
+	wf2="$TMP/llama3.2-1b-2l-f32-std05.gguf"
+	[ -f "$wf2" ] || tools/mkmodel -s llama3.2-1b -L 2 -v 49152 -t f32 -w 0.05 -o "$wf2" || exit 1
+	"$SHARED/ref-score" "$wf2" <"$TMP/wr300" >"$TMP/wl-f32-2" 2>/dev/null
+	$D -m "$wf2" -t "$th" --score <"$TMP/wr300" >"$TMP/wo-f32-2" 2>/dev/null || exit 1
+	for q in Q3_K_S Q3_K_M Q3_K_L IQ4_NL IQ4_XS Q2_K; do
+		src=$wf sfx=
+		[ $q = Q2_K ] && src=$wf2 sfx=-2
+		n=$(($(wc -c <"$src") / 4))
+		f="${src%-f32-std05.gguf}-$q.gguf"
+		[ -f "$f" ] || "$SHARED/llama-quantize" "$src" "$f" $q "$th" >/dev/null 2>&1 || exit 1
 		[ -f "$f.f32" ] || "$SHARED/llama-quantize" --allow-requantize "$f" "$f.f32" F32 "$th" >/dev/null 2>&1 || exit 1
-		$D -m "$f" -t "$th" --score <"$TMP/wr300" >"$TMP/wo" || exit 1
+		$D -m "$f" -t "$th" --score <"$TMP/wr300" >"$TMP/wo" 2>/dev/null || exit 1
 		"$SHARED/ref-score" "$f" <"$TMP/wr300" >"$TMP/wl" 2>/dev/null
 		"$SHARED/ref-score" "$f.f32" <"$TMP/wr300" >"$TMP/wc" 2>/dev/null
 		printf '%-8s %6.2f %10s %10s %10s %12s\n' $q "$(echo "$(wc -c <"$f") $n" | awk '{ print 8 * $1 / $2 }')" \
-		    "$(meanabs "$TMP/wo" "$TMP/wl")" "$(meanabs "$TMP/wo" "$TMP/wo-f32")" \
-		    "$(meanabs "$TMP/wl" "$TMP/wl-f32")" "$(meanabs "$TMP/wo" "$TMP/wc")"
+		    "$(meanabs "$TMP/wo" "$TMP/wl")" "$(meanabs "$TMP/wo" "$TMP/wo-f32$sfx")" \
+		    "$(meanabs "$TMP/wl" "$TMP/wl-f32$sfx")" "$(meanabs "$TMP/wo" "$TMP/wc")"
 	done
-	echo "bits/w: the file's bits over its parameters (embeddings q8_0, norms f32 included)"
+	echo "bits/w: the file's bits over its parameters (embeddings q8_0, norms f32 included); Q2_K: 2 layers of Llama-3.2-1B's shape"
 else
 	echo "weight types: $SHARED/llama-quantize or ref-score not present, so no accuracy rows"
 fi
@@ -68,7 +75,7 @@ prompt 128 >"$TMP/wp"
 echo
 echo "weight types on Llama-3.2-1B's shape ($th threads, $ROUNDS alternating rounds, medians): tok/s"
 printf '%-7s %-10s %9s %9s %9s %9s %7s %7s\n' type isa decode llama prefill llama "dec x" "pre x"
-for ty in ${BENCH_WEIGHT_TYPES:-q3_K iq4_nl iq4_xs}; do
+for ty in ${BENCH_WEIGHT_TYPES:-q2_K q3_K iq4_nl iq4_xs}; do
 	m="$TMP/llama3.2-1b-$ty.gguf"
 	[ -f "$m" ] || tools/mkmodel -s llama3.2-1b -t "$ty" -o "$m" || exit 1
 	for isa in $best avx2; do

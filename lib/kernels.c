@@ -19,8 +19,8 @@
  * added for h = 8, 4, 2, 1.  f16 and bf16 widen to f32 exactly.  AVX-512
  * holds the 16 lanes in a vector, AVX2 in two (lanes 0-7 and 8-15).
  *
- * Products of block weights (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K,
- * q6_K): the integer rule.  x is rounded per block of 32 to int16
+ * Products of block weights (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K to q6_K,
+ * iq4_nl, iq4_xs): the integer rule.  x is rounded per block of 32 to int16
  * (round_x: amax = max |x|, taken as 0 below 1e-30; q = x * (32767 /
  * amax) rounded to nearest, ties to even, saturated; scale dx = amax /
  * 32767).  A weight block gives 32 int16 weights, a scale d and a
@@ -29,7 +29,9 @@
  * output is the chain over blocks in order of o = fma((float)s, d * dx,
  * o) from +0.  Types with a minimum (q4_1, q5_1, q4_K, q5_K) add, after
  * it, a second chain over blocks of p = fma(m, xsum, p) from +0, xsum =
- * dx * (float)(the sum of x's integers): out = o + p.  The order in which
+ * dx * (float)(the sum of x's integers): out = o + p; q2_K, a minimum a
+ * half block, the chain over half blocks, xsum the sum of the half's
+ * integers times dx.  The order in which
  * a kernel adds integers is free: integers add exactly.
  *
  * Softmax: x *= scale; max; x = fmath_expf(x - max); the sum by the
@@ -139,13 +141,14 @@ is_float_type(uint32_t type)
 	return type == GGML_F32 || type == GGML_F16 || type == GGML_BF16;
 }
 
-/* Tokens [t0, t1) of x rounded into xr's parts (kernels_rounded_parts), with the blocks' x sums. */
+/* Tokens [t0, t1) of x rounded into xr's parts (kernels_rounded_parts), with the x sums that sums asks for. */
 static void
 scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
 {
 	float *dx, *xsum;
 	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
-	int t, b, i, sum, nb = cols / 32;
+	float *xsum16 = (float *)kernels_rounded_sums(xsum, T, cols, 2);
+	int t, b, i, h, sum, nb = cols / 32;
 
 	for (t = t0; t < t1; t++)
 		for (b = 0; b < nb; b++) {
@@ -154,8 +157,13 @@ scalar_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, float 
 			dx[(size_t)t * nb + b] = d;
 			for (sum = 0, i = 0; sums && i < 32; i++)
 				sum += q[i];
-			if (sums)
+			if (sums & 1)
 				xsum[(size_t)b * T + t] = d * (float)sum;
+			for (h = 0; sums & 2 && h < 2; h++) {
+				for (sum = 0, i = 16 * h; i < 16 * h + 16; i++)
+					sum += q[i];
+				xsum16[(size_t)(2 * b + h) * T + t] = d * (float)sum;
+			}
 		}
 }
 
@@ -175,21 +183,22 @@ static void
 scalar_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo)
 {
-	int nb = cols / 32, r, t, b, has_min = quant_has_min(type);
-	float *dx, *xsum, d, m, o, p;
+	int nb = cols / 32, r, t, b, h, nm = quant_has_min(type);
+	float *dx, *xsum, d, m[2], o, p;
 	const int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
+	const float *xs = kernels_rounded_sums(xsum, T, cols, nm);
 	int16_t wq[32];
 
 	for (r = r0; r < r1; r++) {
 		const char *row = (const char *)w + (size_t)r * row_bytes;
 		for (t = 0; t < T; t++) {
 			for (o = 0, p = 0, b = 0; b < nb; b++) {
-				d = quant_iblock(type, row, b, wq, &m);
+				d = quant_iblock(type, row, b, wq, m);
 				o = fmaf((float)isum32(wq, xq + (size_t)t * cols + 32 * b), d * dx[(size_t)t * nb + b], o);
-				if (has_min)
-					p = fmaf(m, xsum[(size_t)b * T + t], p);
+				for (h = 0; h < nm; h++)
+					p = fmaf(m[h], xs[(size_t)(b * nm + h) * T + t], p);
 			}
-			out[(size_t)t * ldo + r] = has_min ? o + p : o;
+			out[(size_t)t * ldo + r] = nm ? o + p : o;
 		}
 	}
 }

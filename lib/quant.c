@@ -221,7 +221,7 @@ quant_supported(uint32_t type)
 	switch (type) {
 	case GGML_F32: case GGML_F16: case GGML_BF16: case GGML_Q8_0:
 	case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1:
-	case GGML_Q3_K: case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K:
+	case GGML_Q2_K: case GGML_Q3_K: case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K:
 	case GGML_IQ4_NL: case GGML_IQ4_XS:
 		return 1;
 	}
@@ -231,7 +231,7 @@ quant_supported(uint32_t type)
 const char *
 quant_supported_list(void)
 {
-	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs";
+	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs";
 }
 
 size_t
@@ -326,6 +326,19 @@ quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out)
 		}
 		return;
 	}
+	case GGML_Q2_K: {
+		const struct block_q2_K *b = (const struct block_q2_K *)row + k / QK_K;
+		off = k % QK_K;
+		j = off / 32;
+		sc = b->scales[off / 16];
+		d = f16_table[b->d] * (float)(sc & 0xf);
+		m = f16_table[b->dmin] * (float)(sc >> 4);
+		for (i = 0; i < n; i++) {
+			l = off % 32 + i;
+			out[i] = d * (float)((b->qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3) - m;
+		}
+		return;
+	}
 	case GGML_Q3_K: {
 		const struct block_q3_K *b = (const struct block_q3_K *)row + k / QK_K;
 		off = k % QK_K;
@@ -393,7 +406,8 @@ quant_round_block(const float *x, int16_t *q)
 
 /*
  * The integer rule's weights (kernels.c): block b of 32 weights as int16
- * q, with w = d * q + m; d returned, m (0 without a minimum) in *m.  The
+ * q, with w = d * q + m; d returned, m in m[0] (0 without a minimum;
+ * q2_K's second half's in m[1]).  The
  * sub-block scales of the K types and iq4_xs go into the integers (at
  * most 63 * 31 for q5_K, 128 * 32 for q6_K, 32 * 4 for q3_K, 32 * 127
  * for iq4_xs), their super-block's d stays a float.
@@ -404,7 +418,7 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 	int i, j, sc, mn;
 	uint32_t qh;
 
-	*m = 0;
+	m[0] = m[1] = 0;
 	switch (type) {
 	case GGML_Q8_0: {
 		const struct block_q8_0 *bl = (const struct block_q8_0 *)row + b;
@@ -423,7 +437,7 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 		}
 		if (type == GGML_Q4_0)
 			return f16_table[b0->d];
-		*m = f16_table[b1->m];
+		m[0] = f16_table[b1->m];
 		return f16_table[b1->d];
 	}
 	case GGML_Q5_0: case GGML_Q5_1: {
@@ -436,7 +450,7 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 			q[i] = (int16_t)(((i < 16 ? qs[i] & 0xf : qs[i - 16] >> 4) | (int)((qh >> i) & 1) << 4) - off);
 		if (type == GGML_Q5_0)
 			return f16_table[b0->d];
-		*m = f16_table[b1->m];
+		m[0] = f16_table[b1->m];
 		return f16_table[b1->d];
 	}
 	case GGML_Q4_K: case GGML_Q5_K: {
@@ -451,8 +465,18 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 				v |= ((b5->qh[i] >> j) & 1) << 4;
 			q[i] = (int16_t)(sc * v);
 		}
-		*m = -(f16_table[type == GGML_Q4_K ? b4->dmin : b5->dmin] * (float)mn);
+		m[0] = -(f16_table[type == GGML_Q4_K ? b4->dmin : b5->dmin] * (float)mn);
 		return f16_table[type == GGML_Q4_K ? b4->d : b5->d];
+	}
+	case GGML_Q2_K: {
+		const struct block_q2_K *bl = (const struct block_q2_K *)row + b / 8;
+		const uint8_t *sc2 = bl->scales + 2 * (b % 8);
+		j = b % 8;
+		for (i = 0; i < 32; i++)
+			q[i] = (int16_t)((sc2[i / 16] & 0xf) * ((bl->qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3));
+		m[0] = -(f16_table[bl->dmin] * (float)(sc2[0] >> 4));
+		m[1] = -(f16_table[bl->dmin] * (float)(sc2[1] >> 4));
+		return f16_table[bl->d];
 	}
 	case GGML_Q3_K: {
 		const struct block_q3_K *bl = (const struct block_q3_K *)row + b / 8;
@@ -500,6 +524,8 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 int
 quant_has_min(uint32_t type)
 {
+	if (type == GGML_Q2_K)
+		return 2;
 	return type == GGML_Q4_1 || type == GGML_Q5_1 || type == GGML_Q4_K || type == GGML_Q5_K;
 }
 

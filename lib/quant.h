@@ -68,6 +68,17 @@ struct block_q6_K {		/* 16 sub-blocks of 16: w = d * sc * (q - 32) */
 };
 
 /*
+ * q2_K: 16 sub-blocks of 16, w = d * sc * q - dmin * mn: sc the low
+ * nibble of scales[k / 16] for weight k, mn the high one; q the 2 bits
+ * of qs[32 * (j / 4) + l] at 2 * (j % 4) for weight 32 j + l.
+ */
+struct block_q2_K {
+	uint8_t scales[QK_K / 16];
+	uint8_t qs[QK_K / 4];
+	uint16_t d, dmin;
+};
+
+/*
  * q3_K: 16 sub-blocks of 16, w = d * (sc - 32) * (q - 4 * !h): q the 2
  * bits of qs[32 * (j / 4) + l] at 2 * (j % 4) for weight 32 j + l, h bit
  * j of hmask[l], sc the 6-bit scale of the sub-block (quant_k3_scale).
@@ -140,8 +151,9 @@ void quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *ou
 /*
  * The integer rule's pieces (kernels.c states the rule): x[0..32)
  * rounded to int16 into q, its scale returned; block b of a row as 32
- * int16 weights q, w = d * q + m, d returned and m in *m (0 where the
- * type has no minimum); and whether it has one.
+ * int16 weights q, w = d * q + m, d returned and m in m[0] (0 where the
+ * type has no minimum; q2_K: weights 0-15's in m[0], 16-31's in m[1]);
+ * and the minimums a block has: 0, 1, or 2 (q2_K).
  */
 float quant_round_block(const float *x, int16_t *q);
 float quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m);

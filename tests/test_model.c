@@ -97,6 +97,8 @@ tiny_model(uint32_t type)
 	char name[64];
 
 	fixture_tiny(&f, type);
+	/* q2_K as a Q2_K file mixes it: V's q4_K shares x's rounding with Q's and K's q2_K */
+	f.q4k_mix = type == GGML_Q2_K ? 2 : 0;
 	snprintf(name, sizeof name, "tiny-%s.gguf", gguf_type_name(type));
 	return write_fixture(&f, name);
 }
@@ -360,6 +362,7 @@ static void cached_matches_reference_q4_K(void) { cached_decoding_matches_uncach
 static void cached_matches_reference_q5_K(void) { cached_decoding_matches_uncached_reference(GGML_Q5_K); }
 static void cached_matches_reference_q6_K(void) { cached_decoding_matches_uncached_reference(GGML_Q6_K); }
 static void cached_matches_reference_q3_K(void) { cached_decoding_matches_uncached_reference(GGML_Q3_K); }
+static void cached_matches_reference_q2_K(void) { cached_decoding_matches_uncached_reference(GGML_Q2_K); }
 static void cached_matches_reference_iq4_nl(void) { cached_decoding_matches_uncached_reference(GGML_IQ4_NL); }
 static void cached_matches_reference_iq4_xs(void) { cached_decoding_matches_uncached_reference(GGML_IQ4_XS); }
 
@@ -479,7 +482,7 @@ partial_rows_fall_back_as_llama_cpp_quantizes(void)
 	t = gguf_find_tensor(&m.gguf, "blk.0.ffn_up.weight");
 	CHECK(t && t->type == GGML_Q6_K, "ffn_up is %s", t ? gguf_type_name(t->type) : "missing");
 	model_free(&m);
-	/* iq4_xs: iq4_nl (q3_K: q4_0), as llama.cpp's quantizer falls back */
+	/* iq4_xs: iq4_nl (q2_K, q3_K: q4_0), as llama.cpp's quantizer falls back */
 	fixture_tiny(&f, GGML_IQ4_XS);
 	f.ffn_dim = 320;
 	if (model_load(&m, write_fixture(&f, "fallback.gguf")) < 0) {
@@ -561,6 +564,7 @@ static void batched_prefill_equals_token_by_token_q5_0(void) { batched_prefill_e
 static void batched_prefill_equals_token_by_token_q4_K(void) { batched_prefill_equals_token_by_token(GGML_Q4_K); }
 static void batched_prefill_equals_token_by_token_q6_K(void) { batched_prefill_equals_token_by_token(GGML_Q6_K); }
 static void batched_prefill_equals_token_by_token_q3_K(void) { batched_prefill_equals_token_by_token(GGML_Q3_K); }
+static void batched_prefill_equals_token_by_token_q2_K(void) { batched_prefill_equals_token_by_token(GGML_Q2_K); }
 static void batched_prefill_equals_token_by_token_iq4_nl(void) { batched_prefill_equals_token_by_token(GGML_IQ4_NL); }
 static void batched_prefill_equals_token_by_token_iq4_xs(void) { batched_prefill_equals_token_by_token(GGML_IQ4_XS); }
 
@@ -1477,6 +1481,7 @@ main(void)
 	TEST(cached_matches_reference_q5_K);
 	TEST(cached_matches_reference_q6_K);
 	TEST(cached_matches_reference_q3_K);
+	TEST(cached_matches_reference_q2_K);
 	TEST(cached_matches_reference_iq4_nl);
 	TEST(cached_matches_reference_iq4_xs);
 	TEST(grow_on_demand_is_bitwise_identical_to_prealloc);
@@ -1492,6 +1497,7 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_q4_K);
 	TEST(batched_prefill_equals_token_by_token_q6_K);
 	TEST(batched_prefill_equals_token_by_token_q3_K);
+	TEST(batched_prefill_equals_token_by_token_q2_K);
 	TEST(batched_prefill_equals_token_by_token_iq4_nl);
 	TEST(batched_prefill_equals_token_by_token_iq4_xs);
 	TEST(kv_types_batched_equals_token_by_token);

@@ -41,6 +41,7 @@ hand_computed_blocks_dequantize_as_the_spec_says(void)
 	struct block_q5_K q5k = { .d = ONE, .dmin = HALF };
 	struct block_q6_K q6k = { .d = HALF };
 	struct block_q3_K q3k = { .d = HALF };
+	struct block_q2_K q2k = { .d = HALF, .dmin = QUARTER };
 	struct block_iq4_nl iq4nl = { .d = HALF };
 	struct block_iq4_xs iq4xs = { .d = TWO };
 
@@ -114,6 +115,16 @@ hand_computed_blocks_dequantize_as_the_spec_says(void)
 	EXPECT(GGML_IQ4_XS, &iq4xs, 97, 2.0 * (55 - 32) * 89);
 	EXPECT(GGML_IQ4_XS, &iq4xs, 113, 2.0 * (55 - 32) * -65);
 	EXPECT(GGML_IQ4_XS, &iq4xs, 0, 2.0 * (0 - 32) * -127);
+	/*
+	 * q2_K: weight 0 is bits 0-1 of qs[0], its scale and min scales[0]'s
+	 * nibbles; weight 200 (block 6, l 8) bits 4-5 of qs[40], sub-block 12.
+	 */
+	q2k.qs[0] = 0x03, q2k.scales[0] = 0x25;		/* sc 5, mn 2 */
+	q2k.qs[40] = 0x20, q2k.scales[12] = 0xf7;	/* sc 7, mn 15 */
+	EXPECT(GGML_Q2_K, &q2k, 0, 0.5 * 5 * 3 - 0.25 * 2);
+	EXPECT(GGML_Q2_K, &q2k, 200, 0.5 * 7 * 2 - 0.25 * 15);
+	EXPECT(GGML_Q2_K, &q2k, 1, 0.5 * 5 * 0 - 0.25 * 2);
+	CHECK(sizeof q2k == 84, "block size of q2_K");
 	CHECK(sizeof q3k == 110 && sizeof iq4nl == 18 && sizeof iq4xs == 136, "block sizes of q3_K, iq4_nl, iq4_xs");
 	CHECK(sizeof q40 == 18 && sizeof q41 == 20 && sizeof q50 == 22 && sizeof q51 == 24 &&
 	    sizeof q4k == 144 && sizeof q5k == 176 && sizeof q6k == 210, "block sizes");
@@ -121,7 +132,7 @@ hand_computed_blocks_dequantize_as_the_spec_says(void)
 
 static const uint32_t all_types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
 	GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_Q3_K, GGML_IQ4_NL,
-	GGML_IQ4_XS };
+	GGML_IQ4_XS, GGML_Q2_K };
 enum { NTYPES = sizeof all_types / sizeof all_types[0] };
 
 static uint64_t seed = 99;
@@ -138,7 +149,7 @@ reference_quantizers_round_trip(void)
 {
 	/* relative RMS error allowed per type: about half a step */
 	static const double limit[NTYPES] = { 0, 1e-3, 5e-3, 0.01, 0.1, 0.1, 0.05, 0.05, 0.1, 0.06, 0.04, 0.2, 0.1,
-	    0.1 };
+	    0.1, 0.4 };
 	enum { N = 1024 };
 	float x[N], y[N];
 	unsigned char q[N * 4];

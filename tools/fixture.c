@@ -115,7 +115,9 @@ static int mix, mix_layer;
 /*
  * A Q4_K_M-like choice, as llama.cpp makes it: Q4_K for most matrices and
  * Q6_K for half the layers' V and FFN-down (fallback_type then gives
- * SmolLM2-135M's 576-wide rows Q5_0 and Q8_0).
+ * SmolLM2-135M's 576-wide rows Q5_0 and Q8_0).  Mix 2, a Q2_K-like one:
+ * Q2_K, with Q4_K for V (which shares x's rounding with Q and K: both
+ * kinds of minimums' sums) and Q3_K for FFN-down.
  */
 static uint32_t
 mix_type(const char *name, int layer)
@@ -124,6 +126,8 @@ mix_type(const char *name, int layer)
 
 	if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "output.weight") == 0)
 		return GGML_Q8_0;
+	if (mix == 2)
+		return strstr(name, "attn_v") ? GGML_Q4_K : strstr(name, "ffn_down") ? GGML_Q3_K : GGML_Q2_K;
 	return more && layer % 2 == 0 ? GGML_Q6_K : GGML_Q4_K;
 }
 
@@ -141,7 +145,7 @@ fallback_type(uint32_t type, int cols)
 	if (!ti || cols % (int)ti->block == 0)
 		return type;
 	switch (type) {
-	case GGML_Q3_K: return GGML_Q4_0;
+	case GGML_Q2_K: case GGML_Q3_K: return GGML_Q4_0;
 	case GGML_IQ4_XS: return GGML_IQ4_NL;
 	case GGML_Q4_K: return GGML_Q5_0;
 	case GGML_Q5_K: return GGML_Q5_1;

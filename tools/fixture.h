@@ -9,7 +9,7 @@ struct fixture {
 	float rope_base;
 	int tied;		/* no output.weight: tied to token_embd */
 	int minimal_keys;	/* omit every optional key, to test the defaults */
-	int q4k_mix;		/* types as a Q4_K_M file mixes them (type ignored) */
+	int q4k_mix;		/* types as a Q4_K_M file mixes them (1), or a Q2_K file (2); type ignored */
 	uint32_t type;		/* type of the matrices; norms stay f32 */
 	int eos_id;
 	int vocab_as_ints;	/* hostile: tokenizer.ggml.tokens holds int32s */

@@ -349,6 +349,47 @@ quantize_q3_K(const float *x, void *out, size_t n)
 	}
 }
 
+/*
+ * q2_K: sixteen sub-blocks of 16, each from its min (at most 0) to its
+ * max in 3 steps; 4-bit scales and mins relative to d and dmin.
+ */
+static void
+quantize_q2_K(const float *x, void *out, size_t n)
+{
+	int i, j, l;
+
+	for (i = 0; i < (int)n / QK_K; i++) {
+		struct block_q2_K *b = (struct block_q2_K *)out + i;
+		const float *xb = x + QK_K * i;
+		float scale[16], minv[16], max_scale = 0, max_min = 0, d, dmin;
+
+		for (j = 0; j < 16; j++) {
+			float lo = 0, hi = 0;
+			for (l = 0; l < 16; l++)
+				lo = fminf(lo, xb[16 * j + l]), hi = fmaxf(hi, xb[16 * j + l]);
+			scale[j] = (hi - lo) / 3;
+			minv[j] = -lo;
+			max_scale = fmaxf(max_scale, scale[j]);
+			max_min = fmaxf(max_min, minv[j]);
+		}
+		d = f16_to_f32(f32_to_f16(max_scale / 15));
+		dmin = f16_to_f32(f32_to_f16(max_min / 15));
+		memset(b, 0, sizeof *b);
+		b->d = f32_to_f16(d), b->dmin = f32_to_f16(dmin);
+		for (j = 0; j < 16; j++) {
+			int sc = clampi(d ? (int)lrintf(scale[j] / d) : 0, 0, 15);
+			int mn = clampi(dmin ? (int)lrintf(minv[j] / dmin) : 0, 0, 15);
+			float ds = d * (float)sc, dm = dmin * (float)mn;
+			b->scales[j] = (uint8_t)(sc | mn << 4);
+			for (l = 0; l < 16; l++) {	/* weight 32 k + u: bits 2 (k % 4) of qs[32 (k / 4) + u] */
+				int k = (16 * j + l) / 32, u = (16 * j + l) % 32;
+				int q = ds ? clampi((int)lrintf((xb[16 * j + l] + dm) / ds), 0, 3) : 0;
+				b->qs[32 * (k / 4) + u] |= (uint8_t)(q << (2 * (k % 4)));
+			}
+		}
+	}
+}
+
 /* The iq4 value nearest v */
 static int
 iq4_nearest(float v)
@@ -441,6 +482,7 @@ quantize_row(uint32_t type, const float *x, void *out, size_t n)
 	case GGML_Q5_K: quantize_q4_K_q5_K(x, out, n, 5); break;
 	case GGML_Q6_K: quantize_q6_K(x, out, n); break;
 	case GGML_Q3_K: quantize_q3_K(x, out, n); break;
+	case GGML_Q2_K: quantize_q2_K(x, out, n); break;
 	case GGML_IQ4_NL: quantize_iq4_nl(x, out, n); break;
 	case GGML_IQ4_XS: quantize_iq4_xs(x, out, n); break;
 	default:

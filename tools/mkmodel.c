@@ -12,7 +12,7 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|llama3.2-1b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q3_K|iq4_nl|iq4_xs|q4_K_mix] "
+	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|llama3.2-1b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q2_K|q3_K|iq4_nl|iq4_xs|q4_K_mix|q2_K_mix] "
 	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-L LAYERS] [-W SWA] [-P PATTERN] [-K SOFTCAP] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
@@ -66,9 +66,9 @@ main(int argc, char *argv[])
 	for (type = 0; type < GGML_NTYPES; type++)
 		if (gguf_type_info(type) && strcmp(gguf_type_name(type), tname) == 0)
 			break;
-	mix = strcmp(tname, "q4_K_mix") == 0;
+	mix = strcmp(tname, "q4_K_mix") == 0 ? 1 : strcmp(tname, "q2_K_mix") == 0 ? 2 : 0;
 	if (mix)
-		type = GGML_Q4_K;
+		type = mix == 1 ? GGML_Q4_K : GGML_Q2_K;
 	if (type == GGML_NTYPES)
 		die(2, "-t %s: unknown type", tname);
 	if (strcmp(shape, "tiny") == 0)

@@ -259,21 +259,23 @@ widen_nibbles(const uint8_t *p, int high)
 static AI int
 has_scales(int type)
 {
-	return type == GGML_Q3_K || type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K ||
-	    type == GGML_IQ4_XS;
+	return type == GGML_Q2_K || type == GGML_Q3_K || type == GGML_Q4_K || type == GGML_Q5_K ||
+	    type == GGML_Q6_K || type == GGML_IQ4_XS;
 }
 
 /* a scale for each half: sub-blocks of 16 */
 static AI int
 two_scales(int type)
 {
-	return type == GGML_Q3_K || type == GGML_Q6_K;
+	return type == GGML_Q2_K || type == GGML_Q3_K || type == GGML_Q6_K;
 }
 
 /* quant_has_min, inline: type is a constant */
 static AI int
 has_min(int type)
 {
+	if (type == GGML_Q2_K)
+		return 2;
 	return type == GGML_Q4_1 || type == GGML_Q5_1 || type == GGML_Q4_K || type == GGML_Q5_K;
 }
 
@@ -293,8 +295,20 @@ static AI float
 nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 {
 	sc[0] = sc[1] = 1;
-	*m = 0;
+	m[0] = m[1] = 0;
 	switch (type) {
+	case GGML_Q2_K: {
+		const struct block_q2_K *bl = (const struct block_q2_K *)row + b / 8;
+		const uint8_t *s2 = bl->scales + 2 * (b % 8), *qs = bl->qs + 32 * (b % 8 / 4);
+		int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (b % 4)));
+		w[0] = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(qs), sh), vdupq_n_u8(3)));
+		w[1] = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(qs + 16), sh), vdupq_n_u8(3)));
+		sc[0] = s2[0] & 0xf;
+		sc[1] = s2[1] & 0xf;
+		m[0] = -(quant_f16_table[bl->dmin] * quant_i8_table[s2[0] >> 4]);
+		m[1] = -(quant_f16_table[bl->dmin] * quant_i8_table[s2[1] >> 4]);
+		return quant_f16_table[bl->d];
+	}
 	case GGML_Q8_0: {
 		const struct block_q8_0 *bl = (const struct block_q8_0 *)row + b;
 		w[0] = vld1q_s8(bl->qs);

@@ -83,8 +83,11 @@ float *kernels_scratch(size_t n);
 /*
  * For the kernels, the parts of xr: x's integers xq[t * cols + k] from
  * the first 64-byte boundary, their scales dx[t * nb + b] (nb = cols / 32
- * blocks), and each block's sum xsum[b * T + t], its integers' exact sum
- * times its scale (for the types whose weights have a minimum).
+ * blocks), and the sums that the types whose weights have a minimum take
+ * (kernels_round's sums, a mask of quant_has_min's): with bit 1, each
+ * block's xsum[b * T + t], its integers' exact sum times its scale; with
+ * bit 2 (q2_K, a minimum a half block), each half block's, after them
+ * (kernels_rounded_sums).
  */
 #define KERNELS_LINES(floats) (((size_t)(floats) + 15) / 16 * 16)	/* in whole 64-byte lines */
 
@@ -121,6 +124,7 @@ simd_rounded_floats(int T, int cols)
 	 * align them
 	 */
 	return KERNELS_LINES((size_t)T * cols / 2) + 2 * KERNELS_LINES((size_t)T * (cols / 32)) +
+	    KERNELS_LINES((size_t)T * (cols / 16)) +
 	    (simd_in_lanes(T) ? 2 : 1) * simd_lanes_floats(T, cols) + 16;
 }
 
@@ -132,6 +136,13 @@ kernels_rounded_parts(const float *xr, int T, int cols, float **dx, float **xsum
 	*dx = (float *)xq + KERNELS_LINES((size_t)T * cols / 2);
 	*xsum = *dx + KERNELS_LINES((size_t)T * (cols / 32));
 	return xq;
+}
+
+/* The x sums a type with nm minimums a block takes (quant_has_min): xsum's by block, or by half block after them */
+static inline const float *
+kernels_rounded_sums(const float *xsum, int T, int cols, int nm)
+{
+	return nm == 2 ? xsum + KERNELS_LINES((size_t)T * (cols / 32)) : xsum;
 }
 
 /*
@@ -148,7 +159,7 @@ kernels_rounded_lanes(const float *xr, int T, int cols, float **dxl)
 	size_t lanes = ((size_t)T + 15) / 16 * 16;
 
 	kernels_rounded_parts(xr, T, cols, &dx, &xsum);
-	int32_t *xl = (int32_t *)(xsum + KERNELS_LINES((size_t)T * (cols / 32)));
+	int32_t *xl = (int32_t *)(xsum + KERNELS_LINES((size_t)T * (cols / 32)) + KERNELS_LINES((size_t)T * (cols / 16)));
 	*dxl = (float *)xl + lanes * (size_t)(cols / 2);
 	return xl;
 }

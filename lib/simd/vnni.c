@@ -105,7 +105,7 @@ transpose16(__m512i *v, int32_t *panel)
 /*
  * The minimums' chains, for the types that have them: out[t * ldo + r]
  * += the chain over b of fma(m[r * nb + b], xsum[b * T + t], p) from 0,
- * R rows, 16 tokens a vector.
+ * R rows, 16 tokens a vector (q2_K: nb and xsum of half blocks).
  */
 static void
 mins_along_tokens(const float *m, int R, int nb, const float *xsum, int T, float *out, size_t ldo)
@@ -208,6 +208,7 @@ round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float 
 {
 	float *dx, *xsum;
 	int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
+	float *xsum16 = (float *)kernels_rounded_sums(xsum, T, cols, 2);
 	int nb = cols / 32, t, b;
 
 	for (t = t0; t < t1; t++)
@@ -215,10 +216,16 @@ round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float 
 			int16_t *q = xq + (size_t)t * cols + 32 * b;
 			float d = round_x(x + (size_t)t * ldx + 32 * b, q);
 			dx[(size_t)t * nb + b] = d;
-			/* the blocks' x sums, for the types whose weights have a minimum */
-			if (sums)
-				xsum[(size_t)b * T + t] = d * (float)_mm512_reduce_add_epi32(_mm512_madd_epi16(
-				    _mm512_loadu_si512(q), _mm512_set1_epi16(1)));
+			/* the blocks' x sums (or half blocks'), for the types whose weights have a minimum */
+			if (!sums)
+				continue;
+			__m512i s = _mm512_madd_epi16(_mm512_loadu_si512(q), _mm512_set1_epi16(1));
+			if (sums & 1)
+				xsum[(size_t)b * T + t] = d * (float)_mm512_reduce_add_epi32(s);
+			if (sums & 2) {
+				xsum16[(size_t)(2 * b) * T + t] = d * (float)_mm512_mask_reduce_add_epi32(0x00ff, s);
+				xsum16[(size_t)(2 * b + 1) * T + t] = d * (float)_mm512_mask_reduce_add_epi32(0xff00, s);
+			}
 		}
 }
 
@@ -326,8 +333,8 @@ lanes_rows(const int16_t *wide, const float *dw, int R, int nb, const int32_t *x
 static size_t
 pack_floats(int cols)
 {
-	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16 + 16) + 16;
-	size_t lanes = (size_t)16 * (cols / 32) + (size_t)8 * cols / 2 + 16;
+	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16 + 32) + 16;	/* minimums: two a block (q2_K) */
+	size_t lanes = (size_t)24 * (cols / 32) + (size_t)8 * cols / 2 + 16;
 
 	return panels > lanes ? panels : lanes;
 }
@@ -337,7 +344,7 @@ pack_floats(int cols)
  * defined, a block's weights widened in one instruction */
 #define BLOCK_TYPES(X) X(GGML_Q8_0, q8_0) X(GGML_Q4_0, q4_0) X(GGML_Q4_1, q4_1) \
 	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K) \
-	X(GGML_Q3_K, q3_K) X(GGML_IQ4_NL, iq4_nl) X(GGML_IQ4_XS, iq4_xs)
+	X(GGML_Q3_K, q3_K) X(GGML_Q2_K, q2_K) X(GGML_IQ4_NL, iq4_nl) X(GGML_IQ4_XS, iq4_xs)
 #define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q8_0))
 #define VZLOAD(row, b) _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)(row) + (b))->qs))
 #define ITYPE q8_0
@@ -399,6 +406,13 @@ pack_floats(int cols)
 #define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q3_K) + offsetof(struct block_q3_K, d))
 #define ITYPE q3_K
 #define HAS_MIN 0
+#include "vblock.inc"
+#undef ITYPE
+#undef HAS_MIN
+#undef VD_OFF
+#define VD_OFF(b) ((size_t)(b) / 8 * sizeof(struct block_q2_K) + offsetof(struct block_q2_K, d))
+#define ITYPE q2_K
+#define HAS_MIN 2
 #include "vblock.inc"
 #undef ITYPE
 #undef HAS_MIN

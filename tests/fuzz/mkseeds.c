@@ -46,7 +46,7 @@ models(void)
 {
 	static const uint32_t types[] = { GGML_F32, GGML_F16, GGML_BF16, GGML_Q8_0, GGML_Q4_0,
 		GGML_Q4_1, GGML_Q5_0, GGML_Q5_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K, GGML_Q3_K, GGML_IQ4_NL,
-		GGML_IQ4_XS };
+		GGML_IQ4_XS, GGML_Q2_K };
 	char path[4096];
 	struct fixture f;
 	size_t i;
