@@ -201,7 +201,7 @@ unsupported_type_names_tensor_and_type(void)
 	struct model m;
 	struct fixture f;
 
-	/* A valid file whose layer-0 Q is q2_K, which this build cannot run. */
+	/* A valid file whose layer-0 Q is q8_K (ggml's activation type), which this build cannot run. */
 	fixture_tiny(&f, GGML_F32);
 	ggufw_str(w, "general.architecture", "llama");
 	ggufw_u32(w, "llama.embedding_length", 256);
@@ -214,11 +214,11 @@ unsupported_type_names_tensor_and_type(void)
 	ggufw_tensor(w, "blk.0.attn_norm.weight", GGML_F32, 1, ne, NULL);
 	ggufw_tensor(w, "blk.0.ffn_norm.weight", GGML_F32, 1, ne, NULL);
 	ne[1] = 256;
-	ggufw_tensor(w, "blk.0.attn_q.weight", GGML_Q2_K, 2, ne, NULL);
+	ggufw_tensor(w, "blk.0.attn_q.weight", GGML_Q8_K, 2, ne, NULL);
 	CHECK(ggufw_write(w, bad, 3, 32) == 0, "write");
 	ggufw_free(w);
 	CHECK(model_load(&m, bad) < 0, "loaded");
-	CHECK(strstr(llm_err(), "blk.0.attn_q.weight") && strstr(llm_err(), "q2_K"),
+	CHECK(strstr(llm_err(), "blk.0.attn_q.weight") && strstr(llm_err(), "q8_K"),
 	    "message: %s", llm_err());
 }
 
