@@ -23,9 +23,11 @@
  *
  * The integer rule: x's 16-bit integers meet a weight block's 32 weights,
  * every type's a signed byte (q4_0 as q - 8, q6_K as q - 32) with the
- * sub-block scales of the K types and iq4_xs apart: s = sc0 * (the sum of weights 0-15's
- * products) + sc1 * (16-31's), which is quant_iblock's integer sum, for
- * integers add and multiply exactly (modulo 2^32, as every set's lanes).
+ * sub-block scales of the K types and iq4_xs apart: s = sc0 * (the sum
+ * of weights 0-15's products) + sc1 * (16-31's), which is quant_iblock's
+ * integer sum, for integers add and multiply exactly (modulo 2^32, as
+ * every set's lanes); q2_K's minimums, one a half, are the chain of
+ * kernels.c's rule beside it.
  * neon widens the weights to 16 bits and multiplies them with x's
  * integers.  dotprod and i8mm take x's integers as two bytes, x = 256 h +
  * l, h signed and l unsigned, split once when x is rounded: s = 256 (the
