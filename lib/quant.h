@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gguf.h"	/* the types' numbers (GGML_*) are the file format's */
 
@@ -179,6 +180,24 @@ quant_k3_scale(int j, const uint8_t *s)
 	int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
 
 	return lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+}
+
+/*
+ * The scales of block j's halves (sub-blocks 2 j and 2 j + 1) of a q3_K
+ * block, less 32: quant_k3_scale's, from two 16-bit loads (their low
+ * bits are neighbours in scales[0..7], their high bits in scales[8..11]).
+ */
+static inline void
+quant_k3_pair(int j, const uint8_t *s, int *s0, int *s1)
+{
+	uint16_t lo, hi;
+	unsigned v;
+
+	memcpy(&lo, s + 2 * j % 8, 2);
+	memcpy(&hi, s + 8 + 2 * j % 4, 2);
+	v = ((unsigned)lo >> (j >= 4 ? 4 : 0) & 0x0f0f) | ((unsigned)hi >> (2 * (j / 2)) & 0x0303) << 4;
+	*s0 = (int)(v & 0xff) - 32;
+	*s1 = (int)(v >> 8) - 32;
 }
 
 /* The 6-bit scale of block ib (0-7) of an iq4_xs block, from 0 to 63 (less 32 for the weights). */

@@ -381,8 +381,7 @@ nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 			uint8x16_t h = vandq_u8(vshlq_u8(vld1q_u8(bl->hmask + 16 * i), hs), vdupq_n_u8(4));
 			w[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(q, h)), vdupq_n_s8(4));
 		}
-		sc[0] = quant_k3_scale(2 * j, bl->scales) - 32;
-		sc[1] = quant_k3_scale(2 * j + 1, bl->scales) - 32;
+		quant_k3_pair(j, bl->scales, &sc[0], &sc[1]);
 		return quant_f16_table[bl->d];
 	}
 	case GGML_IQ4_NL: case GGML_IQ4_XS: {
