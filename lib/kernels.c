@@ -31,8 +31,8 @@
  * it, a second chain over blocks of p = fma(m, xsum, p) from +0, xsum =
  * dx * (float)(the sum of x's integers): out = o + p; q2_K, a minimum a
  * half block, the chain over half blocks, xsum the sum of the half's
- * integers times dx.  The order in which
- * a kernel adds integers is free: integers add exactly.
+ * integers times dx.  The order in which a kernel adds integers is
+ * free: integers add exactly.
  *
  * Softmax: x *= scale; max; x = fmath_expf(x - max); the sum by the
  * float rule's 16 lanes and tree (plain additions, zeros past the end);

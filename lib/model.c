@@ -775,9 +775,9 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 				return -1;
 			}
 		/*
-		 * m->slides is the model's layer pattern, kv->slides the
-		 * cache's (model_kv_init's, or a snapshot's): two facts, not
-		 * one kept twice, for a cache may come from another model.
+		 * m->slides is the model's layer pattern; the cache keeps its
+		 * own (model_kv_init's, or a snapshot's): two facts, not one
+		 * kept twice, for a cache may come from another model.
 		 */
 		if (kv_fits_layers(seqs[s].kv, c->n_layers, m->slides, c->n_swa) < 0) {
 			char why[256];

@@ -329,25 +329,23 @@ quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out)
 	case GGML_Q2_K: {
 		const struct block_q2_K *b = (const struct block_q2_K *)row + k / QK_K;
 		off = k % QK_K;
-		j = off / 32;
 		sc = b->scales[off / 16];
 		d = f16_table[b->d] * (float)(sc & 0xf);
 		m = f16_table[b->dmin] * (float)(sc >> 4);
-		for (i = 0; i < n; i++) {
-			l = off % 32 + i;
-			out[i] = d * (float)((b->qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3) - m;
-		}
+		for (i = 0; i < n; i++)
+			out[i] = d * (float)quant_k2_bits(b->qs, off / 32, off % 32 + i) - m;
 		return;
 	}
 	case GGML_Q3_K: {
 		const struct block_q3_K *b = (const struct block_q3_K *)row + k / QK_K;
 		off = k % QK_K;
+		int half[2];
 		j = off / 32;
-		d = f16_table[b->d] * (float)(quant_k3_scale(off / 16, b->scales) - 32);
+		quant_k3_pair(j, b->scales, &half[0], &half[1]);
+		d = f16_table[b->d] * (float)half[off % 32 / 16];
 		for (i = 0; i < n; i++) {
 			l = off % 32 + i;
-			int q = (b->qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
-			out[i] = d * (float)(q - ((b->hmask[l] >> j) & 1 ? 0 : 4));
+			out[i] = d * (float)(quant_k2_bits(b->qs, j, l) - ((b->hmask[l] >> j) & 1 ? 0 : 4));
 		}
 		return;
 	}
@@ -407,10 +405,10 @@ quant_round_block(const float *x, int16_t *q)
 /*
  * The integer rule's weights (kernels.c): block b of 32 weights as int16
  * q, with w = d * q + m; d returned, m in m[0] (0 without a minimum;
- * q2_K's second half's in m[1]).  The
- * sub-block scales of the K types and iq4_xs go into the integers (at
- * most 63 * 31 for q5_K, 128 * 32 for q6_K, 32 * 4 for q3_K, 32 * 127
- * for iq4_xs), their super-block's d stays a float.
+ * q2_K's second half's in m[1]).  The sub-block scales of the K types
+ * and iq4_xs go into the integers (at most 63 * 31 for q5_K, 128 * 32
+ * for q6_K, 32 * 4 for q3_K, 32 * 127 for iq4_xs), their super-block's d
+ * stays a float.
  */
 float
 quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
@@ -471,21 +469,19 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 	case GGML_Q2_K: {
 		const struct block_q2_K *bl = (const struct block_q2_K *)row + b / 8;
 		const uint8_t *sc2 = bl->scales + 2 * (b % 8);
-		j = b % 8;
 		for (i = 0; i < 32; i++)
-			q[i] = (int16_t)((sc2[i / 16] & 0xf) * ((bl->qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3));
+			q[i] = (int16_t)((sc2[i / 16] & 0xf) * quant_k2_bits(bl->qs, b % 8, i));
 		m[0] = -(f16_table[bl->dmin] * (float)(sc2[0] >> 4));
 		m[1] = -(f16_table[bl->dmin] * (float)(sc2[1] >> 4));
 		return f16_table[bl->d];
 	}
 	case GGML_Q3_K: {
 		const struct block_q3_K *bl = (const struct block_q3_K *)row + b / 8;
+		int half[2];
 		j = b % 8;
-		for (i = 0; i < 32; i++) {
-			int v = (bl->qs[32 * (j / 4) + i] >> (2 * (j % 4))) & 3;
-			v -= (bl->hmask[i] >> j) & 1 ? 0 : 4;
-			q[i] = (int16_t)((quant_k3_scale(2 * j + i / 16, bl->scales) - 32) * v);
-		}
+		quant_k3_pair(j, bl->scales, &half[0], &half[1]);
+		for (i = 0; i < 32; i++)
+			q[i] = (int16_t)(half[i / 16] * (quant_k2_bits(bl->qs, j, i) - ((bl->hmask[i] >> j) & 1 ? 0 : 4)));
 		return f16_table[bl->d];
 	}
 	case GGML_IQ4_NL: {

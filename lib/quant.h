@@ -82,7 +82,7 @@ struct block_q2_K {
 /*
  * q3_K: 16 sub-blocks of 16, w = d * (sc - 32) * (q - 4 * !h): q the 2
  * bits of qs[32 * (j / 4) + l] at 2 * (j % 4) for weight 32 j + l, h bit
- * j of hmask[l], sc the 6-bit scale of the sub-block (quant_k3_scale).
+ * j of hmask[l], sc the 6-bit scale of the sub-block (quant_k3_pair).
  */
 struct block_q3_K {
 	uint8_t hmask[QK_K / 8];
@@ -173,19 +173,12 @@ quant_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
 	*m = (int)(j < 4 ? b & 63 : (a >> 4) | (c >> 6) << 4);
 }
 
-/* The 6-bit scale of sub-block j (0-15) of a q3_K block, from 0 to 63 (less 32 for the weights). */
-static inline int
-quant_k3_scale(int j, const uint8_t *s)
-{
-	int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
-
-	return lo | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
-}
-
 /*
- * The scales of block j's halves (sub-blocks 2 j and 2 j + 1) of a q3_K
- * block, less 32: quant_k3_scale's, from two 16-bit loads (their low
- * bits are neighbours in scales[0..7], their high bits in scales[8..11]).
+ * The 6-bit scales of block j's halves (sub-blocks 2 j and 2 j + 1) of a
+ * q3_K block, less 32: sub-block k's low 4 bits are the low nibble of
+ * s[k] (k < 8) or the high one of s[k - 8], its high 2 bits those at 2 (k
+ * / 4) of s[8 + k % 4]; the halves' are neighbours, read as 16 bits (a
+ * load each: the kernels call it a block).
  */
 static inline void
 quant_k3_pair(int j, const uint8_t *s, int *s0, int *s1)
@@ -193,11 +186,22 @@ quant_k3_pair(int j, const uint8_t *s, int *s0, int *s1)
 	uint16_t lo, hi;
 	unsigned v;
 
-	memcpy(&lo, s + 2 * j % 8, 2);
+	memcpy(&lo, s + 2 * j % 8, 2);	/* one load each (bytes ORed together took 14% of q3_K's decode) */
 	memcpy(&hi, s + 8 + 2 * j % 4, 2);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	lo = __builtin_bswap16(lo), hi = __builtin_bswap16(hi);
+#endif
 	v = ((unsigned)lo >> (j >= 4 ? 4 : 0) & 0x0f0f) | ((unsigned)hi >> (2 * (j / 2)) & 0x0303) << 4;
+
 	*s0 = (int)(v & 0xff) - 32;
 	*s1 = (int)(v >> 8) - 32;
+}
+
+/* Weight l (0-31) of block j (0-7) of the 2-bit fields of q2_K and q3_K: bits 2 (j % 4) of qs[32 (j / 4) + l] */
+static inline int
+quant_k2_bits(const uint8_t *qs, int j, int l)
+{
+	return (qs[32 * (j / 4) + l] >> (2 * (j % 4))) & 3;
 }
 
 /* The 6-bit scale of block ib (0-7) of an iq4_xs block, from 0 to 63 (less 32 for the weights). */

@@ -293,6 +293,16 @@ fifth_bits(uint32_t qh, uint8x16_t *lo, uint8x16_t *hi)
 	*hi = vandq_u8(vtstq_u8(vqtbl1q_u8(q, vaddq_u8(p, vdupq_n_u8(2))), m), vdupq_n_u8(16));
 }
 
+/* Block j's 2-bit fields of q2_K and q3_K (quant_k2_bits), weights 0-15 in w[0], 16-31 in w[1] */
+static AI void
+k2_bits(const uint8_t *qs, int j, uint8x16_t *w)
+{
+	int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (j % 4)));
+
+	w[0] = vandq_u8(vshlq_u8(vld1q_u8(qs + 32 * (j / 4)), sh), vdupq_n_u8(3));
+	w[1] = vandq_u8(vshlq_u8(vld1q_u8(qs + 32 * (j / 4) + 16), sh), vdupq_n_u8(3));
+}
+
 static AI float
 nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 {
@@ -301,10 +311,11 @@ nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 	switch (type) {
 	case GGML_Q2_K: {
 		const struct block_q2_K *bl = (const struct block_q2_K *)row + b / 8;
-		const uint8_t *s2 = bl->scales + 2 * (b % 8), *qs = bl->qs + 32 * (b % 8 / 4);
-		int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (b % 4)));
-		w[0] = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(qs), sh), vdupq_n_u8(3)));
-		w[1] = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(vld1q_u8(qs + 16), sh), vdupq_n_u8(3)));
+		const uint8_t *s2 = bl->scales + 2 * (b % 8);
+		uint8x16_t q[2];
+		k2_bits(bl->qs, b % 8, q);
+		w[0] = vreinterpretq_s8_u8(q[0]);
+		w[1] = vreinterpretq_s8_u8(q[1]);
 		sc[0] = s2[0] & 0xf;
 		sc[1] = s2[1] & 0xf;
 		m[0] = -(quant_f16_table[bl->dmin] * quant_i8_table[s2[0] >> 4]);
@@ -373,13 +384,13 @@ nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 	case GGML_Q3_K: {
 		const struct block_q3_K *bl = (const struct block_q3_K *)row + b / 8;
 		int j = b % 8;
-		int8x16_t sh = vdupq_n_s8((int8_t)(-2 * (j % 4))), hs = vdupq_n_s8((int8_t)(2 - j));
-		const uint8_t *qs = bl->qs + 32 * (j / 4);
+		int8x16_t hs = vdupq_n_s8((int8_t)(2 - j));
+		uint8x16_t q[2];
+		k2_bits(bl->qs, j, q);
 		for (int i = 0; i < 2; i++) {
 			/* q - 4 + (bit j of hmask, moved to bit 2) */
-			uint8x16_t q = vandq_u8(vshlq_u8(vld1q_u8(qs + 16 * i), sh), vdupq_n_u8(3));
 			uint8x16_t h = vandq_u8(vshlq_u8(vld1q_u8(bl->hmask + 16 * i), hs), vdupq_n_u8(4));
-			w[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(q, h)), vdupq_n_s8(4));
+			w[i] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(q[i], h)), vdupq_n_s8(4));
 		}
 		quant_k3_pair(j, bl->scales, &sc[0], &sc[1]);
 		return quant_f16_table[bl->d];
