@@ -16,14 +16,9 @@
 # BENCH_GEMMA_LENGTHS (default "1000 8000 32000") and BENCH_GEMMA_SHAPES
 # (default "gemma3-270m gemma3-1b") choose the rows; 32000 positions on
 # gemma-3-1b's shape take minutes on two cores.
-D=cmd/llm-decode
+. bench/lib.sh
 REF=${REF:-../shared/ref/llama-bench}
-TMP=bench/tmp
-th=${BENCH_THREADS:-2}
-th=${th##* }
 ROUNDS=${BENCH_ROUNDS:-5}
-mkdir -p "$TMP"
-json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
 prompt() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) print 1000 + (i * 7919) % 200000 }'; }
 ref=1
 [ -x "$REF" ] && [ -x /usr/bin/time ] || ref=0
@@ -60,20 +55,16 @@ for r in $(seq "$ROUNDS"); do
 		exit 1
 	theirs="- -"
 	[ -x "$REF" ] && "$REF" -m "$m" -t "$th" -p 128 -n 64 -r 1 -o csv >"$TMP/gr" 2>/dev/null &&
-		theirs=$(awk -F, 'NR > 1 { gsub(/"/, "", $(NF - 1)); v[NR] = $(NF - 1) } END { print v[NR], v[NR - 1] }' "$TMP/gr")
+		theirs=$(llama_pair "$TMP/gr")
 	echo "$(json decode_tok_s "$TMP/gg") $(json prefill_tok_s "$TMP/gg") $theirs" >>"$TMP/gs"
 done
 echo
 echo "gemma3-270m speed (Q8_0, $th threads, $ROUNDS alternating rounds, medians): tok/s"
-awk '{ for (i = 1; i <= 4; i++) v[i, NR] = $i }
-function med(c, n,   i, j, t, a) { for (i = 1; i <= n; i++) a[i] = v[c, i]
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-END {
+medians "$TMP/gs" | awk '{
 	printf "%-10s %9s %9s\n", "", "decode", "prefill"
-	printf "%-10s %9.1f %9.1f\n", "llm", med(1, NR), med(2, NR)
-	if (v[3, 1] != "-") {
-		printf "%-10s %9.1f %9.1f\n", "llama.cpp", med(3, NR), med(4, NR)
-		printf "%-10s %8.2fx %8.2fx\n", "ratio", med(1, NR) / med(3, NR), med(2, NR) / med(4, NR)
+	printf "%-10s %9.1f %9.1f\n", "llm", $1, $2
+	if ($3 != "-") {
+		printf "%-10s %9.1f %9.1f\n", "llama.cpp", $3, $4
+		printf "%-10s %8.2fx %8.2fx\n", "ratio", $1 / $3, $2 / $4
 	}
-}' "$TMP/gs"
+}'

@@ -17,15 +17,9 @@
 #   kernels alone (its programs beside libggml-cpu-haswell.so only).
 #
 # BENCH_WEIGHT_TYPES (default "q2_K q3_K iq4_nl iq4_xs") chooses the speed rows.
-D=cmd/llm-decode
+. bench/lib.sh
 SHARED=${SHARED:-../shared/ref}
-TMP=bench/tmp
-th=${BENCH_THREADS:-2}
-th=${th##* }
 ROUNDS=${BENCH_ROUNDS:-3}
-mkdir -p "$TMP"
-json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
-meanabs() { paste "$1" "$2" | awk '{ d = $1 - $2; s += d < 0 ? -d : d } END { printf "%.4f", s / NR }'; }
 
 echo
 if [ -x "$SHARED/llama-quantize" ] && [ -x "$SHARED/ref-score" ]; then
@@ -87,20 +81,16 @@ for ty in ${BENCH_WEIGHT_TYPES:-q2_K q3_K iq4_nl iq4_xs}; do
 			    >/dev/null 2>"$TMP/wg" || exit 1
 			theirs="- -"
 			[ -x "$R" ] && "$R" -m "$m" -t "$th" -p 128 -n 64 -r 1 -o csv >"$TMP/wr" 2>/dev/null &&
-				theirs=$(awk -F, 'NR > 1 { gsub(/"/, "", $(NF - 1)); v[NR] = $(NF - 1) } END { print v[NR], v[NR - 1] }' "$TMP/wr")
+				theirs=$(llama_pair "$TMP/wr")
 			echo "$(json decode_tok_s "$TMP/wg") $(json prefill_tok_s "$TMP/wg") $theirs" >>"$TMP/ws"
 		done
-		awk -v ty="$ty" -v isa="$isa" '{ for (i = 1; i <= 4; i++) v[i, NR] = $i }
-		function med(c, n,   i, j, t, a) { for (i = 1; i <= n; i++) a[i] = v[c, i]
-			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-		END {
-			if (v[3, 1] == "-")
-				printf "%-7s %-10s %9.1f %9s %9.1f %9s\n", ty, isa, med(1, NR), "-", med(2, NR), "-"
+		medians "$TMP/ws" | awk -v ty="$ty" -v isa="$isa" '{
+			if ($3 == "-")
+				printf "%-7s %-10s %9.1f %9s %9.1f %9s\n", ty, isa, $1, "-", $2, "-"
 			else
-				printf "%-7s %-10s %9.1f %9.1f %9.1f %9.1f %6.2fx %6.2fx\n", ty, isa, med(1, NR), med(3, NR),
-				    med(2, NR), med(4, NR), med(1, NR) / med(3, NR), med(2, NR) / med(4, NR)
-		}' "$TMP/ws"
+				printf "%-7s %-10s %9.1f %9.1f %9.1f %9.1f %6.2fx %6.2fx\n", ty, isa, $1, $3, $2, $4,
+				    $1 / $3, $2 / $4
+		}'
 	done
 done
 echo "llama: llama-bench on the same file, its best kernels (avx2 rows: its AVX2 kernels alone)"

@@ -141,6 +141,20 @@ signed_max(const float *x, int n)
 	return m;
 }
 
+/* Each of n sub-blocks' signed_max over div into scale[j]; the one of largest magnitude returned */
+static float
+sub_scales(const float *x, int n, int len, float div, float *scale)
+{
+	float max = 0;
+
+	for (int j = 0; j < n; j++) {
+		scale[j] = signed_max(x + len * j, len) / div;
+		if (fabsf(scale[j]) > fabsf(max))
+			max = scale[j];
+	}
+	return max;
+}
+
 static int
 clampi(int v, int lo, int hi)
 {
@@ -281,15 +295,10 @@ quantize_q6_K(const float *x, void *out, size_t n)
 	for (i = 0; i < (int)n / QK_K; i++) {
 		struct block_q6_K *b = (struct block_q6_K *)out + i;
 		const float *xb = x + QK_K * i;
-		float scale[16], max_scale = 0, d;
+		float scale[16], d;
 		int q[QK_K];
 
-		for (j = 0; j < 16; j++) {
-			scale[j] = signed_max(xb + 16 * j, 16) / -32;
-			if (fabsf(scale[j]) > fabsf(max_scale))
-				max_scale = scale[j];
-		}
-		d = f16_to_f32(f32_to_f16(max_scale / -128));
+		d = f16_to_f32(f32_to_f16(sub_scales(xb, 16, 16, -32, scale) / -128));
 		b->d = f32_to_f16(d);
 		for (j = 0; j < 16; j++) {
 			b->scales[j] = (int8_t)clampi(d ? (int)lrintf(scale[j] / d) : 0, -128, 127);
@@ -320,15 +329,10 @@ quantize_q3_K(const float *x, void *out, size_t n)
 	for (i = 0; i < (int)n / QK_K; i++) {
 		struct block_q3_K *b = (struct block_q3_K *)out + i;
 		const float *xb = x + QK_K * i;
-		float scale[16], max_scale = 0, d;
+		float scale[16], d;
 		int q[QK_K], sc[16];
 
-		for (j = 0; j < 16; j++) {
-			scale[j] = signed_max(xb + 16 * j, 16) / -4;
-			if (fabsf(scale[j]) > fabsf(max_scale))
-				max_scale = scale[j];
-		}
-		d = f16_to_f32(f32_to_f16(max_scale / -32));
+		d = f16_to_f32(f32_to_f16(sub_scales(xb, 16, 16, -4, scale) / -32));
 		memset(b, 0, sizeof *b);
 		b->d = f32_to_f16(d);
 		for (j = 0; j < 16; j++) {
@@ -435,14 +439,9 @@ quantize_iq4_xs(const float *x, void *out, size_t n)
 	for (i = 0; i < (int)n / QK_K; i++) {
 		struct block_iq4_xs *b = (struct block_iq4_xs *)out + i;
 		const float *xb = x + QK_K * i;
-		float scale[8], max_scale = 0, d;
+		float scale[8], d;
 
-		for (j = 0; j < 8; j++) {
-			scale[j] = signed_max(xb + 32 * j, 32) / -127;
-			if (fabsf(scale[j]) > fabsf(max_scale))
-				max_scale = scale[j];
-		}
-		d = f16_to_f32(f32_to_f16(max_scale / -32));
+		d = f16_to_f32(f32_to_f16(sub_scales(xb, 8, 32, -127, scale) / -32));
 		memset(b, 0, sizeof *b);
 		b->d = f32_to_f16(d);
 		for (j = 0; j < 8; j++) {
