@@ -105,25 +105,42 @@ transpose16(__m512i *v, int32_t *panel)
 /*
  * The minimums' chains, for the types that have them: out[t * ldo + r]
  * += the chain over b of fma(m[r * nb + b], xsum[b * T + t], p) from 0,
- * R rows, 16 tokens a vector (q2_K: nb and xsum of half blocks).
+ * R rows, 16 tokens a vector (q2_K: nb and xsum of half blocks), K rows'
+ * chains at once (K a constant: 8, so that their latency hides, or 1).
  */
+static inline __attribute__((always_inline)) void
+mins_k(const float *m, int K, int nb, const float *xsum, int T, float *out, size_t ldo)
+{
+	__m512 p[8];
+	float lane[16];
+	int t, b, i, j, n;
+
+	for (t = 0; t < T; t += 16) {
+		n = T - t < 16 ? T - t : 16;
+		UNROLL for (i = 0; i < K; i++)
+			p[i] = _mm512_setzero_ps();
+		for (b = 0; b < nb; b++) {
+			__m512 x = _mm512_maskz_loadu_ps(MASK(n), xsum + (size_t)b * T + t);
+			UNROLL for (i = 0; i < K; i++)
+				p[i] = _mm512_fmadd_ps(_mm512_set1_ps(m[(size_t)i * nb + b]), x, p[i]);
+		}
+		UNROLL for (i = 0; i < K; i++) {
+			_mm512_storeu_ps(lane, p[i]);
+			for (j = 0; j < n; j++)
+				out[(size_t)(t + j) * ldo + i] += lane[j];
+		}
+	}
+}
+
 static void
 mins_along_tokens(const float *m, int R, int nb, const float *xsum, int T, float *out, size_t ldo)
 {
-	float lane[16];
-	int r, t, b, j, n;
+	int r = 0;
 
-	for (r = 0; r < R; r++)
-		for (t = 0; t < T; t += 16) {
-			__m512 p = _mm512_setzero_ps();
-			n = T - t < 16 ? T - t : 16;
-			for (b = 0; b < nb; b++)
-				p = _mm512_fmadd_ps(_mm512_set1_ps(m[(size_t)r * nb + b]),
-				    _mm512_maskz_loadu_ps(MASK(n), xsum + (size_t)b * T + t), p);
-			_mm512_storeu_ps(lane, p);
-			for (j = 0; j < n; j++)
-				out[(size_t)(t + j) * ldo + r] += lane[j];
-		}
+	for (; r + 8 <= R; r += 8)
+		mins_k(m + (size_t)r * nb, 8, nb, xsum, T, out + r, ldo);
+	for (; r < R; r++)
+		mins_k(m + (size_t)r * nb, 1, nb, xsum, T, out + r, ldo);
 }
 
 /*
