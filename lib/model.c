@@ -72,6 +72,40 @@ bind_weight(struct model *m, const char *name, int rows, int cols, struct weight
 	return 0;
 }
 
+/*
+ * A 3-D tensor of n matrices of rows x cols (experts), bound as one of n *
+ * rows rows: each matrix's rows follow the last's.
+ */
+static int
+bind_weight3(struct model *m, const char *name, int n, int rows, int cols, struct weight *w)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+
+	if (!t) {
+		llm_seterr("missing tensor %s", name);
+		return -1;
+	}
+	if (t->n_dims != 3 || t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows ||
+	    t->ne[2] != (uint64_t)n) {
+		llm_seterr("tensor %s: shape %llux%llux%llu, expected %dx%dx%d", name,
+		    (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+		    (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), cols, rows, n);
+		return -1;
+	}
+	if (!quant_supported(t->type)) {
+		llm_seterr("tensor %s: type %s is not supported (supported: %s)",
+		    name, gguf_type_name(t->type), quant_supported_list());
+		return -1;
+	}
+	m->used[t - m->gguf.tensors] = 1;
+	w->data = t->data;
+	w->type = t->type;
+	w->rows = n * rows;	/* at most 512 times a checked int: the file's size bounds it */
+	w->cols = cols;
+	w->row_bytes = quant_row_bytes(t->type, (size_t)cols);
+	return 0;
+}
+
 /* Norm vectors are tiny: use them in place if f32, else convert once. */
 static int
 bind_norm(struct model *m, const char *name, int n, const float **out)
@@ -100,13 +134,14 @@ bind_norm(struct model *m, const char *name, int n, const float **out)
  */
 static const struct family {
 	const char *name;
-	int rope_neox, qkv_bias, qk_norm, fused, gemma;
+	int rope_neox, qkv_bias, qk_norm, fused, gemma, moe;
 } families[] = {
-	{ "llama", 0, 0, 0, 0, 0 },
-	{ "qwen2", 1, 1, 0, 0, 0 },	/* Q, K, V biases */
-	{ "qwen3", 1, 0, 1, 0, 0 },	/* per-head Q, K norms */
-	{ "phi3", 1, 0, 0, 1, 0 },	/* fused QKV and gate+up */
-	{ "gemma3", 1, 0, 1, 0, 1 },	/* per-head Q, K norms and the rest of gemma's */
+	{ "llama", 0, 0, 0, 0, 0, 0 },
+	{ "qwen2", 1, 1, 0, 0, 0, 0 },	/* Q, K, V biases */
+	{ "qwen3", 1, 0, 1, 0, 0, 0 },	/* per-head Q, K norms */
+	{ "qwen3moe", 1, 0, 1, 0, 0, 1 },	/* qwen3's attention, a routed FFN */
+	{ "phi3", 1, 0, 0, 1, 0, 0 },	/* fused QKV and gate+up */
+	{ "gemma3", 1, 0, 1, 0, 1, 0 },	/* per-head Q, K norms and the rest of gemma's */
 };
 
 static int
@@ -130,7 +165,7 @@ read_config(struct model *m)
 		if (arch.n == strlen(fam->name) && memcmp(arch.s, fam->name, arch.n) == 0)
 			break;
 	if (fam == families + sizeof families / sizeof families[0]) {
-		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3, phi3 and gemma3 are)",
+		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3, qwen3moe, phi3 and gemma3 are)",
 		    (int)(arch.n > 40 ? 40 : arch.n), arch.s);
 		return -1;
 	}
@@ -223,6 +258,20 @@ read_config(struct model *m)
 			return -1;
 		}
 	}
+	if (fam->moe) {
+		/* llama.cpp's keys; an expert's width defaults to the dense FFN's */
+		if (get_u32(m, KEY("expert_count"), 1, 0, &c->n_expert) ||
+		    get_u32(m, KEY("expert_used_count"), 1, 0, &c->n_expert_used) ||
+		    get_u32(m, KEY("expert_feed_forward_length"), 0, (uint32_t)c->ffn_dim, &c->expert_ffn_dim))
+			return -1;
+		if (c->n_expert <= 0 || c->n_expert > MODEL_MAX_EXPERTS || c->n_expert_used <= 0 ||
+		    c->n_expert_used > c->n_expert || c->n_expert_used > MODEL_MAX_EXPERTS_USED ||
+		    c->expert_ffn_dim <= 0) {
+			llm_seterr("bad experts: %d, %d used (at most %d and %d), %d wide", c->n_expert,
+			    c->n_expert_used, MODEL_MAX_EXPERTS, MODEL_MAX_EXPERTS_USED, c->expert_ffn_dim);
+			return -1;
+		}
+	}
 #undef KEY
 	if (!(emb = gguf_find_tensor(&m->gguf, "token_embd.weight"))) {
 		llm_seterr("missing tensor token_embd.weight");
@@ -298,14 +347,26 @@ bind_weights(struct model *m)
 			L->w_up = rows_of(&gate_up, c->ffn_dim, c->ffn_dim);
 		} else if (bind_weight(m, W("attn_q"), q_dim, c->dim, &L->wq) ||
 		    bind_weight(m, W("attn_k"), c->kv_dim, c->dim, &L->wk) ||
-		    bind_weight(m, W("attn_v"), c->kv_dim, c->dim, &L->wv) ||
-		    bind_weight(m, W("ffn_gate"), c->ffn_dim, c->dim, &L->w_gate) ||
-		    bind_weight(m, W("ffn_up"), c->ffn_dim, c->dim, &L->w_up)) {
+		    bind_weight(m, W("attn_v"), c->kv_dim, c->dim, &L->wv)) {
 			return -1;
 		}
-		if (bind_weight(m, W("attn_output"), c->dim, q_dim, &L->wo) ||
-		    bind_weight(m, W("ffn_down"), c->dim, c->ffn_dim, &L->w_down))
+		if (bind_weight(m, W("attn_output"), c->dim, q_dim, &L->wo))
 			return -1;
+		if (c->n_expert) {
+			/* the router, then each expert's gate, up and down, in place */
+			if (bind_weight(m, W("ffn_gate_inp"), c->n_expert, c->dim, &L->w_router) ||
+			    bind_weight3(m, W("ffn_gate_exps"), c->n_expert, c->expert_ffn_dim, c->dim,
+			    &L->gate_exps) ||
+			    bind_weight3(m, W("ffn_up_exps"), c->n_expert, c->expert_ffn_dim, c->dim,
+			    &L->up_exps) ||
+			    bind_weight3(m, W("ffn_down_exps"), c->n_expert, c->dim, c->expert_ffn_dim,
+			    &L->down_exps))
+				return -1;
+		} else if ((!c->fused && (bind_weight(m, W("ffn_gate"), c->ffn_dim, c->dim, &L->w_gate) ||
+		    bind_weight(m, W("ffn_up"), c->ffn_dim, c->dim, &L->w_up))) ||
+		    bind_weight(m, W("ffn_down"), c->dim, c->ffn_dim, &L->w_down)) {
+			return -1;
+		}
 		if (c->qk_norm && (bind_norm(m, W("attn_q_norm"), c->head_dim, &L->q_norm) ||
 		    bind_norm(m, W("attn_k_norm"), c->head_dim, &L->k_norm)))
 			return -1;
@@ -406,8 +467,19 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->x = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
 	r->xb = xcalloc((size_t)MODEL_BATCH * (q_dim > c->dim ? q_dim : c->dim), sizeof(float));
 	r->xb2 = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
-	r->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
-	r->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
+	int hidden = c->ffn_dim > c->expert_ffn_dim ? c->ffn_dim : c->expert_ffn_dim;
+	r->hb = xcalloc((size_t)MODEL_BATCH * hidden, sizeof(float));
+	r->hb2 = xcalloc((size_t)MODEL_BATCH * hidden, sizeof(float));
+	if (c->n_expert) {
+		size_t K = (size_t)c->n_expert_used;
+		r->route = xcalloc((size_t)MODEL_BATCH * c->n_expert, sizeof(float));
+		r->route_w = xcalloc(MODEL_BATCH * K, sizeof(float));
+		r->route_e = xcalloc(MODEL_BATCH * K, sizeof(int));
+		r->xe = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+		r->ye = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+		r->slots = xcalloc(MODEL_BATCH * K * c->dim, sizeof(float));
+		r->slot_of = xcalloc(MODEL_BATCH, sizeof(int));
+	}
 	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
 	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	r->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
@@ -438,6 +510,13 @@ model_run_free(struct model_run *r)
 	free(r->logits);
 	free(r->rope_cs);
 	free(r->rope_cs_swa);
+	free(r->route);
+	free(r->route_w);
+	free(r->route_e);
+	free(r->xe);
+	free(r->ye);
+	free(r->slots);
+	free(r->slot_of);
 	free(r->k);
 	free(r->v);
 	free(r->mm.xr);
@@ -493,6 +572,11 @@ model_fingerprint(const struct model *m, uint8_t out[32])
 		uint32_t w[2] = { (uint32_t)c->n_swa, (uint32_t)c->swa_pattern };
 		sha256_update(&h, w, sizeof w);
 		sha256_update(&h, &c->rope_base_swa, 4);
+	}
+	/* the experts a token takes are no tensor's shape */
+	if (c->n_expert) {
+		uint32_t k = (uint32_t)c->n_expert_used;
+		sha256_update(&h, &k, 4);
 	}
 	for (i = 0; i < m->gguf.n_tensors; i++) {
 		const struct gguf_tensor *t = &m->gguf.tensors[i];
@@ -617,15 +701,95 @@ gelu_rows(void *arg, int ith, int nth)
 	kernels_gelu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
 }
 
-/* g = act(g) * u, for each of n rows of the FFN: SiLU (SwiGLU), or GELU (GeGLU). */
+/* g = act(g) * u, for each of n rows of len of the FFN: SiLU (SwiGLU), or GELU (GeGLU). */
 static void
-glu(struct model_run *r, float *g, float *u, int n)
+glu(struct model_run *r, float *g, float *u, int n, int len)
+{
+	struct rows_job job = { g, u, NULL, n, len, 0, NULL };
+
+	pool_run_work(r->pool, r->m->c.gelu ? gelu_rows : silu_rows, &job, (long long)n * len * ROW_COST);
+}
+
+/*
+ * A token's route (softmax gating, normalized weights: qwen3moe's, as
+ * llama.cpp's build_moe_ffn): the softmax of the router's logits over
+ * every expert, the K most probable, ties to the lowest index, and their
+ * probabilities over their sum, in rank order.  Plain C in a fixed order.
+ */
+static void
+route_token(const float *logit, int E, int K, int *e_out, float *w_out)
+{
+	float p[MODEL_MAX_EXPERTS], max = logit[0], sum = 0;
+	int e, k;
+
+	for (e = 1; e < E; e++)
+		max = logit[e] > max ? logit[e] : max;
+	for (e = 0; e < E; e++)
+		sum += p[e] = fmath_expf(logit[e] - max);
+	for (e = 0; e < E; e++)
+		p[e] /= sum;
+	for (sum = 0, k = 0; k < K; k++) {
+		int best = -1;
+		for (e = 0; e < E; e++) {	/* the largest not yet taken: strictly larger, so the lowest index of a tie */
+			int taken = 0;
+			for (int j = 0; j < k; j++)
+				taken |= e_out[j] == e;
+			if (!taken && (best < 0 || p[e] > p[best]))
+				best = e;
+		}
+		e_out[k] = best;
+		sum += w_out[k] = p[best];
+	}
+	for (k = 0; k < K; k++)
+		w_out[k] /= sum;
+}
+
+/*
+ * The routed FFN: each token's route, then expert by expert the tokens
+ * that chose it, gathered into one batch (an expert's rows read once a
+ * pass; those no token chose never read), its SwiGLU FFN, the outputs
+ * to the tokens' slots; a token's output the sum of its slots times
+ * their weights, in rank order.  Each product gives a token the bits it
+ * has alone, so no token's output depends on its batch.
+ */
+static void
+moe_ffn(struct model_run *r, const struct layer_weights *L, float *out, int n)
 {
 	const struct model_config *c = &r->m->c;
-	struct rows_job job = { g, u, NULL, n, c->ffn_dim, 0, NULL };
+	int D = c->dim, E = c->n_expert, K = c->n_expert_used, Fe = c->expert_ffn_dim, t, k, e, i, d;
+	struct matvec route[] = { { r->route, (size_t)E, &L->w_router } };
 
-	pool_run_work(r->pool, c->gelu ? gelu_rows : silu_rows, &job,
-	    (long long)n * c->ffn_dim * ROW_COST);
+	matmul(r->pool, &r->mm, route, 1, r->xb, D, n);
+	for (t = 0; t < n; t++)
+		route_token(r->route + (size_t)t * E, E, K, r->route_e + (size_t)t * K, r->route_w + (size_t)t * K);
+	for (e = 0; e < E; e++) {
+		int cnt = 0;
+		for (i = 0; i < n * K; i++)
+			if (r->route_e[i] == e) {
+				memcpy(r->xe + (size_t)cnt * D, r->xb + (size_t)(i / K) * D, (size_t)D * sizeof(float));
+				r->slot_of[cnt++] = i;
+			}
+		if (!cnt)
+			continue;
+		struct weight g = rows_of(&L->gate_exps, e * Fe, Fe), u = rows_of(&L->up_exps, e * Fe, Fe);
+		struct weight dn = rows_of(&L->down_exps, e * D, D);
+		struct matvec gu[] = { { r->hb, (size_t)Fe, &g }, { r->hb2, (size_t)Fe, &u } };
+		matmul(r->pool, &r->mm, gu, 2, r->xe, D, cnt);
+		glu(r, r->hb, r->hb2, cnt, Fe);
+		struct matvec dm[] = { { r->ye, (size_t)D, &dn } };
+		matmul(r->pool, &r->mm, dm, 1, r->hb, Fe, cnt);
+		for (i = 0; i < cnt; i++)
+			memcpy(r->slots + (size_t)r->slot_of[i] * D, r->ye + (size_t)i * D, (size_t)D * sizeof(float));
+	}
+	for (t = 0; t < n; t++) {
+		const float *w = r->route_w + (size_t)t * K, *y = r->slots + (size_t)t * K * D;
+		float *o = out + (size_t)t * D;
+		for (d = 0; d < D; d++)
+			o[d] = w[0] * y[d];
+		for (k = 1; k < K; k++)
+			for (d = 0; d < D; d++)
+				o[d] += w[k] * y[(size_t)k * D + d];
+	}
 }
 
 /* x += add (if not NULL), then out = norm(x) * weight, for each of n rows. */
@@ -844,14 +1008,19 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 
 		/*
 		 * FFN: down(act(gate(x)) * up(x)), SiLU (SwiGLU) or GELU, after
-		 * the residual add; gemma norms its output too.
+		 * the residual add, or a routed FFN's chosen experts' sum
+		 * (moe_ffn); gemma norms its output too.
 		 */
 		add_norm(r, r->xb, r->x, r->xb2, L->ffn_norm, n);
-		struct matvec gate_up[] = { { r->hb, F, &L->w_gate }, { r->hb2, F, &L->w_up } };
-		matmul(r->pool, &r->mm, gate_up, 2, r->xb, D, n);
-		glu(r, r->hb, r->hb2, n);
-		struct matvec down[] = { { r->xb2, D, &L->w_down } };
-		matmul(r->pool, &r->mm, down, 1, r->hb, F, n);
+		if (c->n_expert) {
+			moe_ffn(r, L, r->xb2, n);
+		} else {
+			struct matvec gate_up[] = { { r->hb, F, &L->w_gate }, { r->hb2, F, &L->w_up } };
+			matmul(r->pool, &r->mm, gate_up, 2, r->xb, D, n);
+			glu(r, r->hb, r->hb2, n, F);
+			struct matvec down[] = { { r->xb2, D, &L->w_down } };
+			matmul(r->pool, &r->mm, down, 1, r->hb, F, n);
+		}
 		if (L->ffn_post_norm)
 			add_norm(r, r->xb2, r->xb2, NULL, L->ffn_post_norm, n);
 	}

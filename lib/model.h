@@ -40,7 +40,14 @@ struct model_config {
 	int n_swa;		/* > 0: the sliding layers' window (gemma3.attention.sliding_window) */
 	int swa_pattern;	/* layer l slides if l % pattern < pattern - 1 (0: every layer) */
 	float rope_base_swa;	/* the sliding layers' RoPE base */
+	int n_expert;		/* > 0: a routed FFN of this many experts (qwen3moe) */
+	int n_expert_used;	/* the experts a token takes */
+	int expert_ffn_dim;	/* an expert's hidden width */
 };
+
+/* The most experts a routed FFN may have, and a token take */
+#define MODEL_MAX_EXPERTS 512
+#define MODEL_MAX_EXPERTS_USED 32
 
 struct layer_weights {
 	const float *attn_norm, *ffn_norm;
@@ -48,7 +55,10 @@ struct layer_weights {
 	const float *q_norm, *k_norm;	/* head_dim each, NULL without */
 	const float *attn_post_norm, *ffn_post_norm;	/* dim each, NULL without */
 	struct weight wq, wk, wv, wo;
-	struct weight w_gate, w_up, w_down;
+	struct weight w_gate, w_up, w_down;	/* the dense FFN */
+	struct weight w_router;			/* a routed FFN's: n_expert rows of dim */
+	struct weight gate_exps, up_exps;	/* n_expert * expert_ffn_dim rows of dim, expert by expert */
+	struct weight down_exps;		/* n_expert * dim rows of expert_ffn_dim */
 };
 
 /* A loaded model: the file's map, the hyperparameters and the weights bound in it; no pass changes it. */
@@ -96,6 +106,12 @@ struct model_run {
 	const struct model *m;
 	struct pool *pool;	/* NULL: the calling thread alone */
 	float *x, *xb, *xb2, *hb, *hb2, *q;
+	float *route;		/* a routed FFN's: the router's logits, [token][n_expert] */
+	float *route_w;		/* each token's experts' weights, [token][n_expert_used], in rank order */
+	int *route_e;		/* and the experts, likewise */
+	float *xe, *ye;		/* an expert's tokens' rows, and its outputs */
+	float *slots;		/* each token's experts' outputs, [token][rank][dim] */
+	int *slot_of;		/* an expert's tokens' slots */
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */

@@ -25,6 +25,7 @@ llama
 llama3 -R
 qwen2 -A qwen2
 qwen3 -A qwen3
+qwen3moe -A qwen3moe
 phi3 -A phi3
 gemma3 -A gemma3
 LIST

@@ -26,6 +26,7 @@ families_match_llama_cpp() {
 	family llama3 -R
 	family qwen2 -A qwen2
 	family qwen3 -A qwen3
+	family qwen3moe -A qwen3moe
 	family phi3 -A phi3
 	family gemma3 -A gemma3
 }
@@ -42,13 +43,13 @@ unknown_families_and_unused_tensors_are_errors() {
 	"$PWD/tools/mkmodel" -A mamba -o "$TMP/mamba.gguf" || fail "mkmodel"
 	echo 1 | "$D" -m "$TMP/mamba.gguf" -n 1 >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "an unknown architecture exited $?"
-	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3, phi3 and gemma3 are)$" \
+	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3, qwen3moe, phi3 and gemma3 are)$" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
 # The cache, its types, snapshots and weight types work for every family unchanged.
 families_resume_and_quantize_like_llama() {
-	for fam in qwen2 qwen3 phi3; do
+	for fam in qwen2 qwen3 qwen3moe phi3; do
 		"$PWD/tools/mkmodel" -A $fam -t q8_0 -o "$TMP/$fam-q8.gguf" || fail "mkmodel"
 		m="$TMP/$fam-q8.gguf"
 		echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 60 --kv-type q8_0 >"$TMP/all" ||

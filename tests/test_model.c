@@ -182,6 +182,65 @@ ref_gelu(double x)
 	return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 
+/* The closest margin a reference route met: between the last expert taken and the next (ref_moe's) */
+static double ref_moe_margin = INFINITY;
+
+/*
+ * The routed FFN (qwen3moe), as llama.cpp's build_moe_ffn states it, in
+ * double: the softmax of the router's logits over every expert, the
+ * n_expert_used most probable (ties: the lowest index), their
+ * probabilities over their sum, and the sum of each chosen expert's
+ * SwiGLU FFN times its weight.
+ */
+static void
+ref_moe(const struct model *m, const struct layer_weights *L, double *out, const double *xb, int n)
+{
+	const struct model_config *c = &m->c;
+	int D = c->dim, E = c->n_expert, K = c->n_expert_used, Fe = c->expert_ffn_dim;
+	double *lg = xcalloc((size_t)n * E, sizeof *lg), *g = xcalloc((size_t)Fe, sizeof *g);
+	double *u = xcalloc((size_t)Fe, sizeof *u), *y = xcalloc((size_t)D, sizeof *y);
+	int taken[MODEL_MAX_EXPERTS];
+
+	ref_matmul(lg, &L->w_router, xb, n);
+	for (int t = 0; t < n; t++) {
+		double *p = lg + (size_t)t * E, max = p[0], sum = 0, wsum = 0, w[MODEL_MAX_EXPERTS_USED];
+		int sel[MODEL_MAX_EXPERTS_USED];
+		for (int e = 1; e < E; e++)
+			max = fmax(max, p[e]);
+		for (int e = 0; e < E; e++)
+			sum += p[e] = exp(p[e] - max);
+		memset(taken, 0, sizeof taken);
+		for (int k = 0; k < K; k++) {
+			int best = -1;
+			for (int e = 0; e < E; e++)
+				if (!taken[e] && (best < 0 || p[e] > p[best]))
+					best = e;
+			taken[best] = 1;
+			sel[k] = best;
+			wsum += w[k] = p[best] / sum;
+		}
+		for (int e = 0; e < E; e++)	/* the margin of the choice: the last taken against the best left */
+			if (!taken[e])
+				ref_moe_margin = fmin(ref_moe_margin, (p[sel[K - 1]] - p[e]) / sum);
+		memset(out + (size_t)t * D, 0, (size_t)D * sizeof *out);
+		for (int k = 0; k < K; k++) {
+			struct weight gw = L->gate_exps, uw = L->up_exps, dw = L->down_exps;
+			gw.rows = uw.rows = Fe, dw.rows = D;
+			gw.data = (const char *)gw.data + (size_t)sel[k] * Fe * gw.row_bytes;
+			uw.data = (const char *)uw.data + (size_t)sel[k] * Fe * uw.row_bytes;
+			dw.data = (const char *)dw.data + (size_t)sel[k] * D * dw.row_bytes;
+			ref_matmul(g, &gw, xb + (size_t)t * D, 1);
+			ref_matmul(u, &uw, xb + (size_t)t * D, 1);
+			for (int i = 0; i < Fe; i++)
+				g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+			ref_matmul(y, &dw, g, 1);
+			for (int i = 0; i < D; i++)
+				out[(size_t)t * D + i] += w[k] / wsum * y[i];
+		}
+	}
+	free(lg), free(g), free(u), free(y);
+}
+
 /*
  * logits[t][vocab] for every position of ids.  With a window (W > 0),
  * StreamingLLM as its paper states it: the query at t sees the S sinks
@@ -278,11 +337,15 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 		for (int i = 0; i < n * D; i++)
 			x[i] += o[i];
 		ref_rmsnorm(xb, x, L->ffn_norm, D, n, c->rms_eps);
-		ref_matmul(g, &L->w_gate, xb, n);
-		ref_matmul(u, &L->w_up, xb, n);
-		for (int i = 0; i < n * F; i++)
-			g[i] = (gemma ? ref_gelu(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
-		ref_matmul(o, &L->w_down, g, n);
+		if (c->n_expert) {
+			ref_moe(m, L, o, xb, n);
+		} else {
+			ref_matmul(g, &L->w_gate, xb, n);
+			ref_matmul(u, &L->w_up, xb, n);
+			for (int i = 0; i < n * F; i++)
+				g[i] = (gemma ? ref_gelu(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
+			ref_matmul(o, &L->w_down, g, n);
+		}
 		if (gemma)
 			ref_rmsnorm(o, o, L->ffn_post_norm, D, n, c->rms_eps);
 		for (int i = 0; i < n * D; i++)
@@ -1299,6 +1362,73 @@ families_match_the_reference(void)
 	    "by the llama forward pass of this build") == 0, "an unused tensor: '%s'", llm_err());
 }
 
+/*
+ * qwen3moe's routed FFN against the reference (its routing in double, the
+ * closest margin of a choice printed), token by token; a batch of the
+ * stream (its tokens grouped by expert) gives the last logits and the
+ * cache of one token at a time, bit for bit, on every instruction set;
+ * an expert tensor of the wrong shape is refused by name.
+ */
+static void
+routed_ffn_matches_the_reference(void)
+{
+	enum { N = 40 };
+	/* the last: a router of zeros, every expert tied: the lowest indices win, as in the reference */
+	static const struct { uint32_t type; int E, K, zero; } cases[] = {
+		{ GGML_F32, 8, 2, 0 }, { GGML_F32, 16, 4, 0 }, { GGML_Q8_0, 8, 2, 0 }, { GGML_Q4_K, 8, 3, 0 },
+		{ GGML_F32, 8, 3, 1 },
+	};
+	int best = kernels_isa(), ids[N], err, t, isa;
+
+	for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+		struct fixture f;
+		struct model mm;
+		struct kv a, b;
+		char name[64];
+		float *one, *batch;
+		double *ref, worst;
+
+		fixture_tiny(&f, cases[ci].type);
+		f.arch = "qwen3moe";
+		f.n_expert = cases[ci].E;
+		f.n_expert_used = cases[ci].K;
+		f.router_zero = cases[ci].zero;
+		snprintf(name, sizeof name, "moe-%zu.gguf", ci);
+		CHECK(model_load(&mm, write_fixture(&f, name)) == 0, "%s", llm_err());
+		CHECK(mm.c.n_expert == cases[ci].E && mm.c.n_expert_used == cases[ci].K &&
+		    mm.c.expert_ffn_dim == f.ffn_dim && mm.layers[0].q_norm, "qwen3moe's fields");
+		for (t = 0; t < N; t++)
+			ids[t] = (t * 7919 + 3) % mm.c.vocab_size;
+		ref_moe_margin = INFINITY;
+		ref = ref_forward(&mm, ids, N);
+		kv_init(&a, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+		worst = worst_against_reference(&mm, &a, ids, N, ref);
+		printf("# qwen3moe %s, %d experts, %d a token%s: relative logit error %.3g against the reference "
+		    "(closest routing margin %.3g)\n", gguf_type_name(cases[ci].type), cases[ci].E, cases[ci].K,
+		    cases[ci].zero ? ", all tied" : "", worst, ref_moe_margin);
+		CHECK(worst <= 1e-4, "qwen3moe %s: relative logit error %g", gguf_type_name(cases[ci].type), worst);
+		one = xmalloc(mm.c.vocab_size * sizeof *one);
+		memcpy(one, fwd_last, mm.c.vocab_size * sizeof *one);
+		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
+			if (kernels_set_isa(isa) != 0)
+				continue;
+			kv_init(&b, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+			batch = fwd(&mm, &b, ids, N, 0, MODEL_OUT_LAST, NULL, &err);
+			CHECK(!err && memcmp(batch, one, mm.c.vocab_size * sizeof *one) == 0,
+			    "qwen3moe %s %s: a batch differs from one token at a time", kernels_isa_name(isa),
+			    gguf_type_name(cases[ci].type));
+			for (int l = 0; l < a.n_layers; l++)
+				CHECK(memcmp(kv_k_read(&a, l, 0), kv_k_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0,
+				    "qwen3moe %s: layer %d of the caches differs", kernels_isa_name(isa), l);
+			kv_free(&b);
+		}
+		kernels_set_isa(best);
+		free(one), free(ref);
+		kv_free(&a);
+		model_free(&mm);
+	}
+}
+
 /* gemma3 on the family checks' shape: 7 layers (with the pattern of 6, 0-4 and 6 slide). */
 static const char *
 gemma3_model(const char *name, int swa, int pattern, float softcap)
@@ -1511,6 +1641,7 @@ main(void)
 	TEST(long_decode_split_is_bitwise_one_thread);
 	TEST(embeddings_pool_the_final_hidden_states);
 	TEST(families_match_the_reference);
+	TEST(routed_ffn_matches_the_reference);
 	TEST(gemma3_matches_the_reference);
 	TEST(gemma3_cache_types_batched_equals_token_by_token);
 	TEST(gemma3_cache_keeps_what_the_layers_attend_to);

@@ -170,6 +170,19 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 	free(x);
 }
 
+/* n matrices of rows x cols in one 3-D tensor (a routed FFN's experts) */
+static void
+tensor3(struct ggufw *w, const char *name, uint32_t type, int n, int rows, int cols, float scale,
+    uint64_t *rng)
+{
+	uint64_t ne[3] = { (uint64_t)cols, (uint64_t)rows, (uint64_t)n };
+	float *x = xmalloc((size_t)n * rows * cols * sizeof *x);
+
+	fill(x, (size_t)n * rows * cols, scale, 0, rng);
+	ggufw_tensor(w, name, fallback_type(type, cols), 3, ne, x);
+	free(x);
+}
+
 /*
  * Chat templates as the models' own GGUFs have them (shortened): the
  * markers that tell their families apart, and the control tokens they
@@ -359,7 +372,9 @@ fixture_write(const struct fixture *f, const char *path)
 	struct ggufw *w = ggufw_new();
 	uint64_t rng = f->seed * 2654435761u + 1;
 	const char *arch = f->arch ? f->arch : "llama";
-	int qwen3 = strcmp(arch, "qwen3") == 0, phi3 = strcmp(arch, "phi3") == 0;
+	int moe = strcmp(arch, "qwen3moe") == 0;
+	int qwen3 = strcmp(arch, "qwen3") == 0 || moe, phi3 = strcmp(arch, "phi3") == 0;
+	int n_exp = f->n_expert > 0 ? f->n_expert : 8, n_used = f->n_expert_used > 0 ? f->n_expert_used : 2;
 	int gemma3 = strcmp(arch, "gemma3") == 0;
 	/* qwen3, gemma3: heads of their own size, so that n_heads * head_dim != dim */
 	int head_dim = f->head_dim > 0 ? f->head_dim :
@@ -396,6 +411,11 @@ fixture_write(const struct fixture *f, const char *path)
 			ggufw_u32(w, K("attention.sliding_window_pattern"), (uint32_t)f->swa_pattern);
 		if (f->softcap > 0)
 			ggufw_f32(w, K("final_logit_softcapping"), f->softcap);
+	}
+	if (moe) {	/* an expert as wide as the dense FFN would be */
+		ggufw_u32(w, K("expert_count"), (uint32_t)n_exp);
+		ggufw_u32(w, K("expert_used_count"), (uint32_t)n_used);
+		ggufw_u32(w, K("expert_feed_forward_length"), (uint32_t)f->ffn_dim);
 	}
 	if (qwen3 || gemma3) {
 		ggufw_u32(w, K("attention.key_length"), (uint32_t)head_dim);
@@ -451,13 +471,20 @@ fixture_write(const struct fixture *f, const char *path)
 		if (gemma3)
 			tensor(w, N("post_attention_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 		tensor(w, N("ffn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
-		if (phi3) {
+		if (moe) {
+			/* the router stays f32, as llama.cpp's quantizer leaves it; its logits a few units apart */
+			tensor(w, N("ffn_gate_inp"), GGML_F32, n_exp, f->dim, f->router_zero ? 0 : 4 * sd, 0, &rng);
+			tensor3(w, N("ffn_gate_exps"), f->type, n_exp, f->ffn_dim, f->dim, sd, &rng);
+			tensor3(w, N("ffn_up_exps"), f->type, n_exp, f->ffn_dim, f->dim, sd, &rng);
+			tensor3(w, N("ffn_down_exps"), f->type, n_exp, f->dim, f->ffn_dim, sf, &rng);
+		} else if (phi3) {
 			tensor(w, N("ffn_up"), f->type, 2 * f->ffn_dim, f->dim, sd, 0, &rng);
 		} else {
 			tensor(w, N("ffn_gate"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
 			tensor(w, N("ffn_up"), f->type, f->ffn_dim, f->dim, sd, 0, &rng);
 		}
-		tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
+		if (!moe)
+			tensor(w, N("ffn_down"), f->type, f->dim, f->ffn_dim, sf, 0, &rng);
 		if (gemma3)
 			tensor(w, N("post_ffw_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 #undef N

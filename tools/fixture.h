@@ -24,6 +24,8 @@ struct fixture {
 	int n_swa;		/* gemma3: the sliding window (0: every layer global) */
 	int swa_pattern;	/* gemma3: > 0, written as sliding_window_pattern (else llama.cpp's 6) */
 	float softcap;		/* gemma3: > 0, written as final_logit_softcapping */
+	int n_expert, n_expert_used;	/* qwen3moe: experts, and those a token takes (0: 8 and 2) */
+	int router_zero;	/* qwen3moe: a router of zeros, so that every expert ties */
 	uint64_t seed;
 };
 

@@ -44,7 +44,7 @@ main(int argc, char *argv[])
 		case 'w': std = (float)atof(optarg); break;
 		case 'C': chat = optarg; break;
 		case 'B': bpe = optarg; break;
-		case 'A': arch = optarg; break;		/* llama, qwen2, qwen3, phi3, gemma3 */
+		case 'A': arch = optarg; break;		/* llama, qwen2, qwen3, qwen3moe, phi3, gemma3 */
 		case 'L': layers = atoi(optarg); break;
 		case 'W': swa = atoi(optarg); break;	/* gemma3: the sliding window */
 		case 'P': pattern = atoi(optarg); break;	/* gemma3: sliding_window_pattern */

@@ -65,15 +65,16 @@ models(void)
 		if (fixture_write(&f, path) < 0)
 			die(1, "%s:", path);
 	}
-	/* the other families, and Llama 3's rope factors */
-	static const char *arch[] = { "qwen2", "qwen3", "phi3", "llama" };
+	/* the other families (qwen3moe: 4 experts, 2 a token), and Llama 3's rope factors */
+	static const char *arch[] = { "qwen2", "qwen3", "phi3", "qwen3moe", "llama" };
 	for (i = 0; i < sizeof arch / sizeof arch[0]; i++) {
 		fixture_tiny(&f, GGML_F32);
 		f.n_layers = 1, f.vocab = 32, f.ctx = 64;
 		f.dim = 32, f.n_heads = 2, f.n_kv_heads = 1, f.ffn_dim = 32;
+		f.n_expert = 4;
 		f.arch = arch[i];
-		f.rope_freqs = i == 3;
-		snprintf(path, sizeof path, "%s/gguf/%s%s.gguf", dir, arch[i], i == 3 ? "-rope-freqs" : "");
+		f.rope_freqs = i == 4;
+		snprintf(path, sizeof path, "%s/gguf/%s%s.gguf", dir, arch[i], i == 4 ? "-rope-freqs" : "");
 		if (fixture_write(&f, path) < 0)
 			die(1, "%s:", path);
 	}
