@@ -11,6 +11,7 @@ void
 print_stats(const struct decode *d, const struct one *o)
 {
 	const struct kv *kv = &o->kv;
+	const struct model_config *c = &d->s.m.c;
 	int n_gen = (int)o->seq.gen.n;
 	double prefill = o->t_prefill - o->t_start;
 	double decode = o->t_end - o->t_first;
@@ -47,6 +48,13 @@ print_stats(const struct decode *d, const struct one *o)
 		if (kv->slides)
 			fprintf(stderr, "%s: kv sliding layers: the newest %d positions in %d slots\n", argv0,
 			    kv->win[1].window, kv->win[1].slots);
+		if (c->n_expert) {
+			fprintf(stderr, "%s: experts used of %d by layer:", argv0, c->n_expert);
+			for (int l = 0; l < c->n_layers; l++)
+				fprintf(stderr, " %d", model_run_experts_used(&d->s.run, l));
+			fprintf(stderr, "; rss %zu bytes, the file %zu, a token reads %llu\n", rss_bytes(),
+			    d->s.m.gguf.size, (unsigned long long)model_weight_bytes(&d->s.m));
+		}
 	}
 	if (d->stats_json) {
 		json_begin(&j, stderr);
@@ -72,6 +80,15 @@ print_stats(const struct decode *d, const struct one *o)
 		json_int(&j, "reused_tokens", o->reused);
 		json_int(&j, "computed_tokens", d->b.computed);
 		json_int(&j, "peak_rss_bytes", (long long)peak_rss_bytes());
+		json_int(&j, "rss_bytes", (long long)rss_bytes());
+		if (c->n_expert) {
+			int used[KV_MAX_LAYERS];
+			for (int l = 0; l < c->n_layers; l++)
+				used[l] = model_run_experts_used(&d->s.run, l);
+			json_int(&j, "experts", c->n_expert);
+			json_int(&j, "experts_per_token", c->n_expert_used);
+			json_ints(&j, "experts_used", used, c->n_layers);
+		}
 		json_int(&j, "weight_bytes", (long long)model_weight_bytes(&d->s.m));
 		json_int(&j, "threads", d->threads);
 		json_str(&j, "isa", kernels_isa_name(kernels_isa()));

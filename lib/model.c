@@ -478,7 +478,8 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 		r->xe = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
 		r->ye = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
 		r->slots = xcalloc(MODEL_BATCH * K * c->dim, sizeof(float));
-		r->slot_of = xcalloc(MODEL_BATCH, sizeof(int));
+		r->slot_of = xcalloc(MODEL_BATCH * K, sizeof(int));
+		r->expert_used = xcalloc((size_t)c->n_layers * c->n_expert, 1);
 	}
 	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
 	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
@@ -496,6 +497,16 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 		r->seq_attn[i].scale = c->attn_scale;
 	}
 	return 0;
+}
+
+int
+model_run_experts_used(const struct model_run *r, int l)
+{
+	int n = 0;
+
+	for (int e = 0; r->expert_used && e < r->m->c.n_expert; e++)
+		n += r->expert_used[(size_t)l * r->m->c.n_expert + e];
+	return n;
 }
 
 void
@@ -517,6 +528,7 @@ model_run_free(struct model_run *r)
 	free(r->ye);
 	free(r->slots);
 	free(r->slot_of);
+	free(r->expert_used);
 	free(r->k);
 	free(r->v);
 	free(r->mm.xr);
@@ -541,6 +553,10 @@ model_weight_bytes(const struct model *m)
 		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
 			n += (uint64_t)w[i]->rows * w[i]->row_bytes;
 		n += (c->post_norms ? 4 : 2) * (uint64_t)c->dim * sizeof(float);
+		if (c->n_expert)	/* the router, and the experts a token takes */
+			n += (uint64_t)L->w_router.rows * L->w_router.row_bytes + (uint64_t)c->n_expert_used *
+			    c->expert_ffn_dim * (L->gate_exps.row_bytes + L->up_exps.row_bytes) +
+			    (uint64_t)c->n_expert_used * c->dim * L->down_exps.row_bytes;
 	}
 	/* One embedding row, the final norm and the whole output matrix. */
 	return n + m->token_embd.row_bytes + (uint64_t)c->dim * sizeof(float) +
@@ -753,7 +769,7 @@ route_token(const float *logit, int E, int K, int *e_out, float *w_out)
  * has alone, so no token's output depends on its batch.
  */
 static void
-moe_ffn(struct model_run *r, const struct layer_weights *L, float *out, int n)
+moe_ffn(struct model_run *r, const struct layer_weights *L, int l, float *out, int n)
 {
 	const struct model_config *c = &r->m->c;
 	int D = c->dim, E = c->n_expert, K = c->n_expert_used, Fe = c->expert_ffn_dim, t, k, e, i, d;
@@ -762,6 +778,8 @@ moe_ffn(struct model_run *r, const struct layer_weights *L, float *out, int n)
 	matmul(r->pool, &r->mm, route, 1, r->xb, D, n);
 	for (t = 0; t < n; t++)
 		route_token(r->route + (size_t)t * E, E, K, r->route_e + (size_t)t * K, r->route_w + (size_t)t * K);
+	for (i = 0; i < n * K; i++)
+		r->expert_used[(size_t)l * E + r->route_e[i]] = 1;
 	for (e = 0; e < E; e++) {
 		int cnt = 0;
 		for (i = 0; i < n * K; i++)
@@ -1013,7 +1031,7 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		 */
 		add_norm(r, r->xb, r->x, r->xb2, L->ffn_norm, n);
 		if (c->n_expert) {
-			moe_ffn(r, L, r->xb2, n);
+			moe_ffn(r, L, l, r->xb2, n);
 		} else {
 			struct matvec gate_up[] = { { r->hb, F, &L->w_gate }, { r->hb2, F, &L->w_up } };
 			matmul(r->pool, &r->mm, gate_up, 2, r->xb, D, n);

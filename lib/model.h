@@ -112,6 +112,7 @@ struct model_run {
 	float *xe, *ye;		/* an expert's tokens' rows, and its outputs */
 	float *slots;		/* each token's experts' outputs, [token][rank][dim] */
 	int *slot_of;		/* an expert's tokens' slots */
+	unsigned char *expert_used;	/* [layer][expert]: 1 once a token of the run took it */
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
@@ -121,6 +122,9 @@ struct model_run {
 	struct attn *seq_attn;	/* a thread's, for sequences of one token attended to side by side */
 	int n_seq_attn;
 };
+
+/* The experts of layer l that a token of the run took (0 without a routed FFN) */
+int model_run_experts_used(const struct model_run *r, int l);
 
 int model_run_init(struct model_run *r, const struct model *m, struct pool *pool);
 void model_run_free(struct model_run *r);
@@ -178,7 +182,7 @@ int model_embed(struct model_run *r, struct kv *kv, const int *tokens, int n, in
 /* The SHA-256 model fingerprint of llm-kv(5). */
 void model_fingerprint(const struct model *m, uint8_t out[32]);
 
-/* Weight bytes a decode step reads (for the bandwidth bound). */
+/* Weight bytes a decode step reads (for the bandwidth bound; a routed FFN: the experts a token takes). */
 uint64_t model_weight_bytes(const struct model *m);
 
 #endif

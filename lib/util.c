@@ -152,6 +152,30 @@ rss_anon_bytes(void)
 #endif
 }
 
+size_t
+rss_bytes(void)
+{
+#if defined(__APPLE__)
+	task_vm_info_data_t info;
+	mach_msg_type_number_t count = TASK_VM_INFO_COUNT;
+
+	if (task_info(mach_task_self(), TASK_VM_INFO, (task_info_t)&info, &count) != KERN_SUCCESS)
+		return 0;
+	return (size_t)info.resident_size;
+#else
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long long kib = 0;
+
+	while (fp && fgets(line, sizeof line, fp))
+		if (sscanf(line, "VmRSS: %llu kB", &kib) == 1)
+			break;
+	if (fp)
+		fclose(fp);
+	return (size_t)kib * 1024;
+#endif
+}
+
 const void *
 mem_find(const void *hay, size_t n, const void *needle, size_t m)
 {
@@ -228,6 +252,16 @@ json_str(struct json *j, const char *key, const char *v)
 {
 	json_key(j, key);
 	json_write_string(j->fp, v);
+}
+
+void
+json_ints(struct json *j, const char *key, const int *v, int n)
+{
+	json_key(j, key);
+	fputc('[', j->fp);
+	for (int i = 0; i < n; i++)
+		fprintf(j->fp, "%s%d", i ? "," : "", v[i]);
+	fputc(']', j->fp);
 }
 
 void

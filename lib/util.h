@@ -40,6 +40,8 @@ size_t peak_rss_bytes(void);
  * macOS's resident internal pages (task_info); 0 where neither is there.
  */
 size_t rss_anon_bytes(void);
+/* The resident bytes now, mapped files' pages included (Linux VmRSS; macOS resident_size); 0 if unknown */
+size_t rss_bytes(void);
 /*
  * The compiler that built the library, as "gcc 12.2.0" or "clang 14.0.6",
  * for the run's report: the results are the same whichever it is
@@ -89,6 +91,8 @@ void json_begin(struct json *j, FILE *fp);
 void json_int(struct json *j, const char *key, long long v);
 void json_num(struct json *j, const char *key, double v);
 void json_str(struct json *j, const char *key, const char *v);
+/* An array of n integers */
+void json_ints(struct json *j, const char *key, const int *v, int n);
 void json_end(struct json *j);
 void json_write_string(FILE *fp, const char *s);
 

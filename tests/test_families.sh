@@ -68,7 +68,25 @@ families_resume_and_quantize_like_llama() {
 	[ $? -eq 1 ] && grep -q "different model" "$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
+# A routed FFN's run says which experts each layer used, and what is resident against the file
+experts_used_are_reported() {
+	"$PWD/tools/mkmodel" -A qwen3moe -o "$TMP/moe.gguf" || fail "mkmodel"
+	echo 1 | "$D" -m "$TMP/moe.gguf" -n 1 --greedy --stats-json >/dev/null 2>"$TMP/one" || fail "exit $?"
+	json_assert "$TMP/one" 'd["experts"] == 8 and d["experts_per_token"] == 2 and d["experts_used"] == [2, 2, 2]'
+	echo "1 2 3 4 5 6 7 8" | "$D" -m "$TMP/moe.gguf" -n 32 --greedy --ignore-eos --stats-json >/dev/null \
+		2>"$TMP/many" || fail "exit $?"
+	json_assert "$TMP/many" 'len(d["experts_used"]) == 3 and all(2 < n <= 8 for n in d["experts_used"]) and
+	    d["rss_bytes"] > 0 and 0 < d["weight_bytes"] < '"$(wc -c <"$TMP/moe.gguf")"
+	echo 1 | "$D" -m "$TMP/moe.gguf" -n 1 --stats 2>&1 >/dev/null |
+		grep -q '^llm-decode: experts used of 8 by layer: 2 2 2; rss [0-9]* bytes, the file [0-9]*, a token reads [0-9]*$' ||
+		fail "--stats: $(echo 1 | "$D" -m "$TMP/moe.gguf" -n 1 --stats 2>&1 >/dev/null)"
+	"$PWD/tools/mkmodel" -A qwen3 -o "$TMP/dense.gguf" || fail "mkmodel"
+	echo 1 | "$D" -m "$TMP/dense.gguf" -n 1 --stats-json >/dev/null 2>"$TMP/dense" || fail "exit $?"
+	json_assert "$TMP/dense" '"experts" not in d and "experts_used" not in d and d["rss_bytes"] > 0'
+}
+
 t families_match_llama_cpp
+t experts_used_are_reported
 t families_resume_and_quantize_like_llama
 t committed_figures_are_llama_cpps
 t unknown_families_and_unused_tensors_are_errors

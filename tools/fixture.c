@@ -69,6 +69,17 @@ fixture_llama32_1b(struct fixture *f, uint32_t type)
 	};
 }
 
+void
+fixture_qwen3_30b_a3b(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 2048, .n_layers = 48, .n_heads = 32, .n_kv_heads = 4, .head_dim = 128,
+		.ffn_dim = 6144, .vocab = 151936, .ctx = 40960, .rope_base = 1000000,
+		.tied = 0, .type = type, .seed = 30, .eos_id = 2, .arch = "qwen3moe",
+		.n_expert = 128, .n_expert_used = 8, .expert_ffn = 768,
+	};
+}
+
 /* gemma-3-270m's shapes: 640 wide, heads of 256, 18 layers, a window of 512. */
 void
 fixture_gemma3_270m(struct fixture *f, uint32_t type)
@@ -375,6 +386,7 @@ fixture_write(const struct fixture *f, const char *path)
 	int moe = strcmp(arch, "qwen3moe") == 0;
 	int qwen3 = strcmp(arch, "qwen3") == 0 || moe, phi3 = strcmp(arch, "phi3") == 0;
 	int n_exp = f->n_expert > 0 ? f->n_expert : 8, n_used = f->n_expert_used > 0 ? f->n_expert_used : 2;
+	int exp_ffn = f->expert_ffn > 0 ? f->expert_ffn : f->ffn_dim;
 	int gemma3 = strcmp(arch, "gemma3") == 0;
 	/* qwen3, gemma3: heads of their own size, so that n_heads * head_dim != dim */
 	int head_dim = f->head_dim > 0 ? f->head_dim :
@@ -412,10 +424,10 @@ fixture_write(const struct fixture *f, const char *path)
 		if (f->softcap > 0)
 			ggufw_f32(w, K("final_logit_softcapping"), f->softcap);
 	}
-	if (moe) {	/* an expert as wide as the dense FFN would be */
+	if (moe) {
 		ggufw_u32(w, K("expert_count"), (uint32_t)n_exp);
 		ggufw_u32(w, K("expert_used_count"), (uint32_t)n_used);
-		ggufw_u32(w, K("expert_feed_forward_length"), (uint32_t)f->ffn_dim);
+		ggufw_u32(w, K("expert_feed_forward_length"), (uint32_t)exp_ffn);
 	}
 	if (qwen3 || gemma3) {
 		ggufw_u32(w, K("attention.key_length"), (uint32_t)head_dim);
@@ -474,9 +486,10 @@ fixture_write(const struct fixture *f, const char *path)
 		if (moe) {
 			/* the router stays f32, as llama.cpp's quantizer leaves it; its logits a few units apart */
 			tensor(w, N("ffn_gate_inp"), GGML_F32, n_exp, f->dim, f->router_zero ? 0 : 4 * sd, 0, &rng);
-			tensor3(w, N("ffn_gate_exps"), f->type, n_exp, f->ffn_dim, f->dim, sd, &rng);
-			tensor3(w, N("ffn_up_exps"), f->type, n_exp, f->ffn_dim, f->dim, sd, &rng);
-			tensor3(w, N("ffn_down_exps"), f->type, n_exp, f->dim, f->ffn_dim, sf, &rng);
+			tensor3(w, N("ffn_gate_exps"), f->type, n_exp, exp_ffn, f->dim, sd, &rng);
+			tensor3(w, N("ffn_up_exps"), f->type, n_exp, exp_ffn, f->dim, sd, &rng);
+			tensor3(w, N("ffn_down_exps"), f->type, n_exp, f->dim, exp_ffn,
+			    f->std > 0 ? sd : 1.0f / sqrtf((float)exp_ffn), &rng);
 		} else if (phi3) {
 			tensor(w, N("ffn_up"), f->type, 2 * f->ffn_dim, f->dim, sd, 0, &rng);
 		} else {

@@ -26,6 +26,7 @@ struct fixture {
 	float softcap;		/* gemma3: > 0, written as final_logit_softcapping */
 	int n_expert, n_expert_used;	/* qwen3moe: experts, and those a token takes (0: 8 and 2) */
 	int router_zero;	/* qwen3moe: a router of zeros, so that every expert ties */
+	int expert_ffn;		/* qwen3moe: an expert's width (0: ffn_dim) */
 	uint64_t seed;
 };
 
@@ -39,6 +40,8 @@ void fixture_small(struct fixture *f, uint32_t type);
 /* Qwen2.5-0.5B's shapes (qwen2, tied), for the benchmark. */
 void fixture_qwen25_05b(struct fixture *f, uint32_t type);
 void fixture_llama32_1b(struct fixture *f, uint32_t type);
+/* Qwen3-30B-A3B's shapes (qwen3moe: 128 experts of 768, 8 a token, 48 layers), for the benchmark with -L. */
+void fixture_qwen3_30b_a3b(struct fixture *f, uint32_t type);
 /* gemma-3-270m's and gemma-3-1b's shapes (gemma3, tied, a vocabulary of 262144), for the benchmark. */
 void fixture_gemma3_270m(struct fixture *f, uint32_t type);
 void fixture_gemma3_1b(struct fixture *f, uint32_t type);

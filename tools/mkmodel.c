@@ -12,7 +12,7 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|llama3.2-1b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q2_K|q3_K|iq4_nl|iq4_xs|q4_K_mix|q2_K_mix] "
+	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q2_K|q3_K|iq4_nl|iq4_xs|q4_K_mix|q2_K_mix] "
 	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-L LAYERS] [-W SWA] [-P PATTERN] [-K SOFTCAP] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
@@ -81,6 +81,8 @@ main(int argc, char *argv[])
 		fixture_qwen25_05b(&f, type);
 	else if (strcmp(shape, "llama3.2-1b") == 0)
 		fixture_llama32_1b(&f, type);
+	else if (strcmp(shape, "qwen3-30b-a3b") == 0)
+		fixture_qwen3_30b_a3b(&f, type);
 	else if (strcmp(shape, "gemma3-270m") == 0)
 		fixture_gemma3_270m(&f, type);
 	else if (strcmp(shape, "gemma3-1b") == 0)
