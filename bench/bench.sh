@@ -618,5 +618,7 @@ sh bench/grammar.sh
 sh bench/gemma3.sh
 # The weight types of issue 47: accuracy on llama.cpp's files, speed on Llama-3.2-1B's shape: printed only.
 sh bench/weights.sh
+# Mixture of experts (issue 48): Qwen3-30B-A3B's layers in Q4_K_M, speed and memory: printed only.
+sh bench/moe.sh
 printf '}\n' >>"$JSON"
 echo "written: $JSON"
