@@ -44,8 +44,13 @@ get_u32(struct model *m, const char *key, int required, uint32_t def, int *out)
 	return 0;
 }
 
+/*
+ * A matrix of rows x cols, or with n > 0 a 3-D tensor of n such matrices
+ * (a routed FFN's experts), bound as one of n * rows rows: each matrix's
+ * rows follow the last's.
+ */
 static int
-bind_weight(struct model *m, const char *name, int rows, int cols, struct weight *w)
+bind_matrices(struct model *m, const char *name, int n, int rows, int cols, struct weight *w)
 {
 	const struct gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
 
@@ -53,9 +58,14 @@ bind_weight(struct model *m, const char *name, int rows, int cols, struct weight
 		llm_seterr("missing tensor %s", name);
 		return -1;
 	}
-	if (t->n_dims > 2 || t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows) {
-		llm_seterr("tensor %s: shape %llux%llu, expected %dx%d", name,
-		    (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols, rows);
+	if ((n ? t->n_dims != 3 || t->ne[2] != (uint64_t)n : t->n_dims > 2) || t->ne[0] != (uint64_t)cols ||
+	    t->ne[1] != (uint64_t)rows) {
+		char got[96] = "", want[48];
+		for (int d = 0; d < t->n_dims; d++)
+			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? "x" : "",
+			    (unsigned long long)t->ne[d]);
+		snprintf(want, sizeof want, n ? "%dx%dx%d" : "%dx%d", cols, rows, n);
+		llm_seterr("tensor %s: shape %s, expected %s", name, got, want);
 		return -1;
 	}
 	if (!quant_supported(t->type)) {
@@ -66,44 +76,16 @@ bind_weight(struct model *m, const char *name, int rows, int cols, struct weight
 	m->used[t - m->gguf.tensors] = 1;
 	w->data = t->data;
 	w->type = t->type;
-	w->rows = rows;
+	w->rows = (n ? n : 1) * rows;	/* at most 512 times a checked int: the file's size bounds it */
 	w->cols = cols;
 	w->row_bytes = quant_row_bytes(t->type, (size_t)cols);
 	return 0;
 }
 
-/*
- * A 3-D tensor of n matrices of rows x cols (experts), bound as one of n *
- * rows rows: each matrix's rows follow the last's.
- */
 static int
-bind_weight3(struct model *m, const char *name, int n, int rows, int cols, struct weight *w)
+bind_weight(struct model *m, const char *name, int rows, int cols, struct weight *w)
 {
-	const struct gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
-
-	if (!t) {
-		llm_seterr("missing tensor %s", name);
-		return -1;
-	}
-	if (t->n_dims != 3 || t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows ||
-	    t->ne[2] != (uint64_t)n) {
-		llm_seterr("tensor %s: shape %llux%llux%llu, expected %dx%dx%d", name,
-		    (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-		    (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), cols, rows, n);
-		return -1;
-	}
-	if (!quant_supported(t->type)) {
-		llm_seterr("tensor %s: type %s is not supported (supported: %s)",
-		    name, gguf_type_name(t->type), quant_supported_list());
-		return -1;
-	}
-	m->used[t - m->gguf.tensors] = 1;
-	w->data = t->data;
-	w->type = t->type;
-	w->rows = n * rows;	/* at most 512 times a checked int: the file's size bounds it */
-	w->cols = cols;
-	w->row_bytes = quant_row_bytes(t->type, (size_t)cols);
-	return 0;
+	return bind_matrices(m, name, 0, rows, cols, w);
 }
 
 /* Norm vectors are tiny: use them in place if f32, else convert once. */
@@ -355,11 +337,11 @@ bind_weights(struct model *m)
 		if (c->n_expert) {
 			/* the router, then each expert's gate, up and down, in place */
 			if (bind_weight(m, W("ffn_gate_inp"), c->n_expert, c->dim, &L->w_router) ||
-			    bind_weight3(m, W("ffn_gate_exps"), c->n_expert, c->expert_ffn_dim, c->dim,
+			    bind_matrices(m, W("ffn_gate_exps"), c->n_expert, c->expert_ffn_dim, c->dim,
 			    &L->gate_exps) ||
-			    bind_weight3(m, W("ffn_up_exps"), c->n_expert, c->expert_ffn_dim, c->dim,
+			    bind_matrices(m, W("ffn_up_exps"), c->n_expert, c->expert_ffn_dim, c->dim,
 			    &L->up_exps) ||
-			    bind_weight3(m, W("ffn_down_exps"), c->n_expert, c->dim, c->expert_ffn_dim,
+			    bind_matrices(m, W("ffn_down_exps"), c->n_expert, c->dim, c->expert_ffn_dim,
 			    &L->down_exps))
 				return -1;
 		} else if ((!c->fused && (bind_weight(m, W("ffn_gate"), c->ffn_dim, c->dim, &L->w_gate) ||

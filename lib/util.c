@@ -126,25 +126,28 @@ peak_rss_bytes(void)
 #endif
 }
 
-size_t
-rss_anon_bytes(void)
+/*
+ * Resident bytes: with anon, those that no file backs, else all of them.
+ * macOS: the VM's "internal" pages, or resident_size; Linux: RssAnon or
+ * VmRSS of /proc/self/status; 0 (unavailable) where there is neither.
+ */
+static size_t
+resident(int anon)
 {
 #if defined(__APPLE__)
-	/* macOS: the resident pages that no file backs (the VM's "internal" ones) */
 	task_vm_info_data_t info;
 	mach_msg_type_number_t count = TASK_VM_INFO_COUNT;
 
 	if (task_info(mach_task_self(), TASK_VM_INFO, (task_info_t)&info, &count) != KERN_SUCCESS)
 		return 0;
-	return (size_t)info.internal;
+	return (size_t)(anon ? info.internal : info.resident_size);
 #else
-	/* Linux: RssAnon of /proc/self/status; 0 (unavailable) where there is no such file */
 	FILE *fp = fopen("/proc/self/status", "r");
 	char line[256];
 	unsigned long long kib = 0;
 
 	while (fp && fgets(line, sizeof line, fp))
-		if (sscanf(line, "RssAnon: %llu kB", &kib) == 1)
+		if (sscanf(line, anon ? "RssAnon: %llu kB" : "VmRSS: %llu kB", &kib) == 1)
 			break;
 	if (fp)
 		fclose(fp);
@@ -153,27 +156,15 @@ rss_anon_bytes(void)
 }
 
 size_t
+rss_anon_bytes(void)
+{
+	return resident(1);
+}
+
+size_t
 rss_bytes(void)
 {
-#if defined(__APPLE__)
-	task_vm_info_data_t info;
-	mach_msg_type_number_t count = TASK_VM_INFO_COUNT;
-
-	if (task_info(mach_task_self(), TASK_VM_INFO, (task_info_t)&info, &count) != KERN_SUCCESS)
-		return 0;
-	return (size_t)info.resident_size;
-#else
-	FILE *fp = fopen("/proc/self/status", "r");
-	char line[256];
-	unsigned long long kib = 0;
-
-	while (fp && fgets(line, sizeof line, fp))
-		if (sscanf(line, "VmRSS: %llu kB", &kib) == 1)
-			break;
-	if (fp)
-		fclose(fp);
-	return (size_t)kib * 1024;
-#endif
+	return resident(0);
 }
 
 const void *

@@ -1367,7 +1367,8 @@ families_match_the_reference(void)
  * closest margin of a choice printed), token by token; a batch of the
  * stream (its tokens grouped by expert) gives the last logits and the
  * cache of one token at a time, bit for bit, on every instruction set;
- * an expert tensor of the wrong shape is refused by name.
+ * an expert tensor of the wrong shape is refused by name, and so is a
+ * dense FFN's tensor beside the experts (no forward pass would use it).
  */
 static void
 routed_ffn_matches_the_reference(void)
@@ -1427,6 +1428,18 @@ routed_ffn_matches_the_reference(void)
 		kv_free(&a);
 		model_free(&mm);
 	}
+	/* experts 96 wide where the keys say 48 */
+	struct fixture f;
+	struct model mm;
+	fixture_tiny(&f, GGML_F32);
+	f.arch = "qwen3moe";
+	f.expert_ffn_key = 48;
+	CHECK(model_load(&mm, write_fixture(&f, "moe-bad.gguf")) < 0 && strcmp(llm_err(),
+	    "tensor blk.0.ffn_gate_exps.weight: shape 64x96x8, expected 64x48x8") == 0, "'%s'", llm_err());
+	f.expert_ffn_key = 0;
+	f.extra = "blk.0.ffn_gate.weight";	/* a dense FFN's tensor beside the experts: not used */
+	CHECK(model_load(&mm, write_fixture(&f, "moe-extra.gguf")) < 0 && strcmp(llm_err(), "tensor "
+	    "blk.0.ffn_gate.weight is not used by the qwen3moe forward pass of this build") == 0, "'%s'", llm_err());
 }
 
 /* gemma3 on the family checks' shape: 7 layers (with the pattern of 6, 0-4 and 6 slide). */

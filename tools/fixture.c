@@ -427,7 +427,7 @@ fixture_write(const struct fixture *f, const char *path)
 	if (moe) {
 		ggufw_u32(w, K("expert_count"), (uint32_t)n_exp);
 		ggufw_u32(w, K("expert_used_count"), (uint32_t)n_used);
-		ggufw_u32(w, K("expert_feed_forward_length"), (uint32_t)exp_ffn);
+		ggufw_u32(w, K("expert_feed_forward_length"), (uint32_t)(f->expert_ffn_key > 0 ? f->expert_ffn_key : exp_ffn));
 	}
 	if (qwen3 || gemma3) {
 		ggufw_u32(w, K("attention.key_length"), (uint32_t)head_dim);

@@ -27,6 +27,7 @@ struct fixture {
 	int n_expert, n_expert_used;	/* qwen3moe: experts, and those a token takes (0: 8 and 2) */
 	int router_zero;	/* qwen3moe: a router of zeros, so that every expert ties */
 	int expert_ffn;		/* qwen3moe: an expert's width (0: ffn_dim) */
+	int expert_ffn_key;	/* qwen3moe, hostile: > 0, the expert width written, unlike the tensors' */
 	uint64_t seed;
 };
 
