@@ -55,6 +55,13 @@ struct attn_job {
 	atomic_int *next;	/* a batch's next (tile, KV head) to claim */
 };
 
+/* Query head h's sink logit, -INFINITY for none */
+static float
+sink_of(const struct attn *a, int h)
+{
+	return a->sinks ? a->sinks[h] : -INFINITY;
+}
+
 /* Tokens whose queries share one pass over the cache: each cached row is read once per tile. */
 #define ATTN_TILE 16
 
@@ -411,7 +418,8 @@ attention_worker(void *arg, int ith, int nth)
 			    att + (size_t)(i - i0) * group * a->att_cap, ot);	/* ot: free till the values */
 		for (g = 0; g < nq; g++)
 			kernels_softmax(att + (size_t)g * a->att_cap,
-			    kv_seen(job->kv, job->layer, job->pos + i0 + g / group), scale);
+			    kv_seen(job->kv, job->layer, job->pos + i0 + g / group), scale,
+			    sink_of(a, kvh * group + g % group));
 		attention_values(job, kvh, job->pos + i0, group, att, 0, nq, ot);
 		for (i = i0; i < i1; i++)
 			memcpy(job->out + (size_t)(job->row + i) * q_dim + (size_t)kvh * group * hd,
@@ -470,7 +478,7 @@ split_softmax(void *arg, int ith, int nth)
 		if (kv->ring[KV_K])	/* after the store, which split_scores has done */
 			ring_scores(job, h / group, job->pos, q, 1, att);
 		attention_window(a, kv, job->layer, h / group, job->pos, q, 1, att, scratch);
-		kernels_softmax(att, kv_seen(job->kv, job->layer, job->pos), a->scale);
+		kernels_softmax(att, kv_seen(job->kv, job->layer, job->pos), a->scale, sink_of(a, h));
 	}
 }
 

@@ -17,6 +17,7 @@ struct attn {
 	int n_kv_heads, head_dim;	/* the model's: a cache row is n_kv_heads heads */
 	const struct rope *rope;
 	float scale;			/* of the scores: 1 / sqrt(head_dim) unless the model says */
+	const float *sinks;		/* the layer's learned sink logit by query head (gpt-oss), or NULL */
 	struct pool *pool;
 	float *att;			/* per thread: a tile's scores, att_cap apart */
 	float *tile;			/* per thread: a tile's queries, outputs and widened keys */
@@ -31,7 +32,10 @@ void attn_free(struct attn *a);
  * The attention of the tokens at positions pos..pos+n-1, whose keys and
  * values kv_append() has just given the cache for this layer: q holds
  * their queries after RoPE (n_heads * head_dim floats a token), out gets
- * softmax(q k * scale) v for each query head, laid out as q.
+ * softmax(q k * scale) v for each query head, laid out as q; with sinks,
+ * each head's sink logit joins its softmax's sum (kernels_softmax).  The
+ * learned sinks are no cache slots: a window's sinks (kv_set_window's,
+ * StreamingLLM's first positions kept) are, and the two compose.
  * The cache writes the rows as its type and window need, scores every
  * slot a query sees (the window's sinks with the query rotated back),
  * and rotates quantized values back.  Each output has the same bits

@@ -240,7 +240,7 @@ scalar_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 }
 
 static void
-scalar_softmax(float *x, int n, float scale)
+scalar_softmax(float *x, int n, float scale, float sink)
 {
 	float max = -INFINITY, acc[16] = { 0 }, sum;
 	int i;
@@ -249,11 +249,14 @@ scalar_softmax(float *x, int n, float scale)
 		x[i] *= scale;
 		max = x[i] > max ? x[i] : max;
 	}
+	max = sink > max ? sink : max;
 	for (i = 0; i < n; i++)
 		x[i] = fmath_expf(x[i] - max);
 	for (i = 0; i < (n + 15) / 16 * 16; i++)
 		acc[i % 16] = acc[i % 16] + (i < n ? x[i] : 0.0f);
 	sum = sum16(acc);
+	if (sink > -INFINITY)	/* the sink's term, last */
+		sum += fmath_expf(sink - max);
 	for (i = 0; i < n; i++)
 		x[i] /= sum;
 }
@@ -548,9 +551,9 @@ kernels_attn_values(int n_pos, int heads, const float *att, size_t ld_att,
 }
 
 void
-kernels_softmax(float *x, int n, float scale)
+kernels_softmax(float *x, int n, float scale, float sink)
 {
-	k->softmax(x, n, scale);
+	k->softmax(x, n, scale, sink);
 }
 
 void
@@ -567,6 +570,19 @@ kernels_gelu_mul(float *g, const float *u, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		float x = g[i], z = c * (x + 0.044715f * (x * x * x));
 		g[i] = x / (1.0f + fmath_expf(-2.0f * z)) * u[i];
+	}
+}
+
+void
+kernels_swiglu_oai_mul(float *g, const float *u, size_t n)
+{
+	const float alpha = 1.702f, limit = 7.0f;
+
+	for (size_t i = 0; i < n; i++) {
+		/* std::min and std::clamp's forms: a NaN goes through */
+		float x = limit < g[i] ? limit : g[i];
+		float y = u[i] < -limit ? -limit : limit < u[i] ? limit : u[i];
+		g[i] = x / (1.0f + fmath_expf(-(alpha * x))) * (y + 1.0f);
 	}
 }
 

@@ -102,7 +102,19 @@ void kernels_silu_mul(float *g, const float *u, size_t n);
  */
 void kernels_gelu_mul(float *g, const float *u, size_t n);
 
-/* x[0..n) = softmax(scale * x[0..n)), with the kernels in use. */
-void kernels_softmax(float *x, int n, float scale);
+/*
+ * gpt-oss's clamped SwiGLU: with x = min(g[i], 7) and y = u[i] clamped
+ * to [-7, 7], g[i] = x / (1 + exp(-1.702 x)) * (y + 1), as its reference
+ * and llama.cpp's swiglu_oai; portable C on every machine.
+ */
+void kernels_swiglu_oai_mul(float *g, const float *u, size_t n);
+
+/*
+ * x[0..n) = softmax(scale * x[0..n)), with the kernels in use.  A sink
+ * other than -INFINITY is one more logit (unscaled) that joins the
+ * maximum and, last, the sum, and takes no output: gpt-oss's learned
+ * attention sinks.
+ */
+void kernels_softmax(float *x, int n, float scale, float sink);
 
 #endif

@@ -88,43 +88,114 @@ bind_weight(struct model *m, const char *name, int rows, int cols, struct weight
 	return bind_matrices(m, name, 0, rows, cols, w);
 }
 
-/* Norm vectors are tiny: use them in place if f32, else convert once. */
+/*
+ * Norm and bias vectors are small: used in place if f32, else converted
+ * once.  rows of n: a vector per expert (gpt-oss's experts' biases).
+ */
 static int
-bind_norm(struct model *m, const char *name, int n, const float **out)
+bind_vectors(struct model *m, const char *name, int rows, int n, const float **out)
 {
 	struct weight w;
 	float *p;
 
-	if (bind_weight(m, name, 1, n, &w) < 0)
+	if (bind_weight(m, name, rows, n, &w) < 0)
 		return -1;
 	if (w.type == GGML_F32) {
 		*out = w.data;
 		return 0;
 	}
-	p = xmalloc((size_t)n * sizeof *p);
-	quant_dequant_row(w.type, w.data, p, (size_t)n);
+	p = xmalloc((size_t)rows * n * sizeof *p);
+	for (int r = 0; r < rows; r++)
+		quant_dequant_row(w.type, (const char *)w.data + (size_t)r * w.row_bytes,
+		    p + (size_t)r * n, (size_t)n);
 	m->owned = xrealloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *m->owned);
 	m->owned[m->n_owned++] = p;
 	*out = p;
 	return 0;
 }
 
+static int
+bind_norm(struct model *m, const char *name, int n, const float **out)
+{
+	return bind_vectors(m, name, 1, n, out);
+}
+
 /*
  * What sets each family apart from the plain llama forward pass.  gemma:
  * post-norms, a GELU gate, embeddings scaled by sqrt(dim), sliding
- * layers and a final logit cap read from its keys.
+ * layers and a final logit cap read from its keys.  gpt-oss (oss): the
+ * attention's output, router and experts biased too, learned sinks,
+ * layers 0, 2, 4, ... sliding, the FFN's norm named post_attention_norm,
+ * the routing weights a softmax of the chosen, the clamped SwiGLU.
  */
 static const struct family {
 	const char *name;
-	int rope_neox, qkv_bias, qk_norm, fused, gemma, moe;
+	int rope_neox, qkv_bias, qk_norm, fused, gemma, moe, oss;
 } families[] = {
-	{ "llama", 0, 0, 0, 0, 0, 0 },
-	{ "qwen2", 1, 1, 0, 0, 0, 0 },	/* Q, K, V biases */
-	{ "qwen3", 1, 0, 1, 0, 0, 0 },	/* per-head Q, K norms */
-	{ "qwen3moe", 1, 0, 1, 0, 0, 1 },	/* qwen3's attention, a routed FFN */
-	{ "phi3", 1, 0, 0, 1, 0, 0 },	/* fused QKV and gate+up */
-	{ "gemma3", 1, 0, 1, 0, 1, 0 },	/* per-head Q, K norms and the rest of gemma's */
+	{ "llama", 0, 0, 0, 0, 0, 0, 0 },
+	{ "qwen2", 1, 1, 0, 0, 0, 0, 0 },	/* Q, K, V biases */
+	{ "qwen3", 1, 0, 1, 0, 0, 0, 0 },	/* per-head Q, K norms */
+	{ "qwen3moe", 1, 0, 1, 0, 0, 1, 0 },	/* qwen3's attention, a routed FFN */
+	{ "phi3", 1, 0, 0, 1, 0, 0, 0 },	/* fused QKV and gate+up */
+	{ "gemma3", 1, 0, 1, 0, 1, 0, 0 },	/* per-head Q, K norms and the rest of gemma's */
+	{ "gpt-oss", 1, 1, 0, 0, 0, 1, 1 },	/* biases, sinks, every other layer sliding, routed */
 };
+
+/*
+ * rope.scaling, as llama.cpp reads it: none, linear (every frequency over
+ * the factor) or yarn (rope_yarn: ramp from orig_ctx and the betas).  The
+ * YaRN keys llama.cpp reads beyond those are refused, not ignored.
+ */
+static int
+read_rope_scaling(struct model *m, const char *a)
+{
+	static const char *unread[] = { "ext_factor", "attn_factor", "log_multiplier" };
+	struct model_config *c = &m->c;
+	struct gguf_str type;
+	char key[160];
+	int r;
+
+	c->rope_factor = 1;
+	c->yarn_beta_fast = 32, c->yarn_beta_slow = 1;
+	c->yarn_orig_ctx = c->context_length;
+#define KEY(s) (snprintf(key, sizeof key, "%s.rope.scaling." s, a), key)
+	if ((r = gguf_get_str(&m->gguf, KEY("type"), &type)) < 0)
+		return -1;
+	if (r == 0 || (type.n == 4 && memcmp(type.s, "none", 4) == 0))
+		return 0;
+	if (type.n == 6 && memcmp(type.s, "linear", 6) == 0) {
+		c->rope_scaling = MODEL_ROPE_LINEAR;
+	} else if (type.n == 4 && memcmp(type.s, "yarn", 4) == 0) {
+		c->rope_scaling = MODEL_ROPE_YARN;
+	} else {
+		llm_seterr("%s '%.*s' is not supported (none, linear and yarn are)", key,
+		    (int)(type.n > 40 ? 40 : type.n), type.s);
+		return -1;
+	}
+	if (gguf_get_f32(&m->gguf, KEY("factor"), &c->rope_factor) < 0)
+		return -1;
+	if (get_u32(m, KEY("original_context_length"), 0, (uint32_t)c->context_length, &c->yarn_orig_ctx))
+		return -1;
+	if (gguf_get_f32(&m->gguf, KEY("yarn_beta_fast"), &c->yarn_beta_fast) < 0)
+		return -1;
+	if (gguf_get_f32(&m->gguf, KEY("yarn_beta_slow"), &c->yarn_beta_slow) < 0)
+		return -1;
+#undef KEY
+	for (size_t i = 0; i < sizeof unread / sizeof *unread; i++) {
+		snprintf(key, sizeof key, "%s.rope.scaling.yarn_%s", a, unread[i]);
+		if (gguf_find_kv(&m->gguf, key)) {
+			llm_seterr("key %s is not supported", key);
+			return -1;
+		}
+	}
+	if (!(c->rope_factor > 0) || isinf(c->rope_factor) || c->yarn_orig_ctx <= 0 ||
+	    !(c->yarn_beta_fast > c->yarn_beta_slow) || !(c->yarn_beta_slow > 0) || isinf(c->yarn_beta_fast)) {
+		llm_seterr("bad rope.scaling: factor %g, original_context_length %d, betas %g and %g",
+		    c->rope_factor, c->yarn_orig_ctx, c->yarn_beta_fast, c->yarn_beta_slow);
+		return -1;
+	}
+	return 0;
+}
 
 static int
 read_config(struct model *m)
@@ -134,7 +205,6 @@ read_config(struct model *m)
 	const struct gguf_tensor *emb;
 	struct gguf_str arch;
 	char key[160], a[64];
-	float f;
 	int r, kl = 0;
 
 	if ((r = gguf_get_str(&m->gguf, "general.architecture", &arch)) <= 0) {
@@ -147,7 +217,8 @@ read_config(struct model *m)
 		if (arch.n == strlen(fam->name) && memcmp(arch.s, fam->name, arch.n) == 0)
 			break;
 	if (fam == families + sizeof families / sizeof families[0]) {
-		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3, qwen3moe, phi3 and gemma3 are)",
+		llm_seterr("architecture '%.*s' is not supported (llama, qwen2, qwen3, qwen3moe, phi3, gemma3 "
+		    "and gpt-oss are)",
 		    (int)(arch.n > 40 ? 40 : arch.n), arch.s);
 		return -1;
 	}
@@ -156,7 +227,10 @@ read_config(struct model *m)
 	c->qkv_bias = fam->qkv_bias;
 	c->qk_norm = fam->qk_norm;
 	c->fused = fam->fused;
-	c->post_norms = c->gelu = fam->gemma;
+	c->post_norms = fam->gemma;
+	c->glu = fam->gemma ? MODEL_GLU_GELU : fam->oss ? MODEL_GLU_OAI : MODEL_GLU_SILU;
+	c->out_bias = c->sinks = c->expert_bias = c->route_after = fam->oss;
+	snprintf(c->ffn_norm, sizeof c->ffn_norm, "%s", fam->oss ? "post_attention_norm" : "ffn_norm");
 	snprintf(a, sizeof a, "%s", c->arch);
 #define KEY(s) (snprintf(key, sizeof key, "%s." s, a), key)
 	if (get_u32(m, KEY("embedding_length"), 1, 0, &c->dim) ||
@@ -196,15 +270,11 @@ read_config(struct model *m)
 		return -1;
 	}
 	c->rope_base = 10000.0f;
-	if ((r = gguf_get_f32(&m->gguf, KEY("rope.freq_base"), &f)) < 0)
+	if (gguf_get_f32(&m->gguf, KEY("rope.freq_base"), &c->rope_base) < 0)
 		return -1;
-	if (r)
-		c->rope_base = f;
 	c->rms_eps = 1e-5f;
-	if ((r = gguf_get_f32(&m->gguf, KEY("attention.layer_norm_rms_epsilon"), &f)) < 0)
+	if (gguf_get_f32(&m->gguf, KEY("attention.layer_norm_rms_epsilon"), &c->rms_eps) < 0)
 		return -1;
-	if (r)
-		c->rms_eps = f;
 	if (!(c->rope_base > 0) || !(c->rms_eps >= 0)) {
 		llm_seterr("bad rope.freq_base or layer_norm_rms_epsilon");
 		return -1;
@@ -223,14 +293,10 @@ read_config(struct model *m)
 		if (get_u32(m, KEY("attention.sliding_window"), 0, 0, &c->n_swa) ||
 		    get_u32(m, KEY("attention.sliding_window_pattern"), 0, 6, &c->swa_pattern))
 			return -1;
-		if ((r = gguf_get_f32(&m->gguf, KEY("rope.freq_base_swa"), &f)) < 0)
+		if (gguf_get_f32(&m->gguf, KEY("rope.freq_base_swa"), &c->rope_base_swa) < 0)
 			return -1;
-		if (r)
-			c->rope_base_swa = f;
-		if ((r = gguf_get_f32(&m->gguf, KEY("final_logit_softcapping"), &f)) < 0)
+		if (gguf_get_f32(&m->gguf, KEY("final_logit_softcapping"), &c->softcap) < 0)
 			return -1;
-		if (r)
-			c->softcap = f;
 		if (c->n_layers == 62)
 			c->attn_scale = 1.0f / sqrtf((float)(c->dim / c->n_heads));
 		if (c->n_swa > KV_MAX_CTX || c->swa_pattern > KV_MAX_LAYERS || !(c->rope_base_swa > 0) ||
@@ -240,6 +306,20 @@ read_config(struct model *m)
 			return -1;
 		}
 	}
+	if (fam->oss) {
+		/* as llama.cpp reads gpt-oss: a window the file gives, on layers 0, 2, 4, ... */
+		if (get_u32(m, KEY("attention.sliding_window"), 1, 0, &c->n_swa))
+			return -1;
+		if (c->n_swa <= 0 || c->n_swa > KV_MAX_CTX) {
+			llm_seterr("bad sliding_window %d", c->n_swa);
+			return -1;
+		}
+		c->swa_pattern = 2;
+		c->rope_base_swa = c->rope_base;
+		c->swa_scaled = 1;
+	}
+	if (read_rope_scaling(m, a) < 0)
+		return -1;
 	if (fam->moe) {
 		/* llama.cpp's keys; an expert's width defaults to the dense FFN's */
 		if (get_u32(m, KEY("expert_count"), 1, 0, &c->n_expert) ||
@@ -314,7 +394,8 @@ bind_weights(struct model *m)
 		struct layer_weights *L = &m->layers[l];
 #define W(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)
 		if (bind_norm(m, W("attn_norm"), c->dim, &L->attn_norm) ||
-		    bind_norm(m, W("ffn_norm"), c->dim, &L->ffn_norm))
+		    bind_norm(m, (snprintf(name, sizeof name, "blk.%d.%s.weight", l, c->ffn_norm), name),
+		    c->dim, &L->ffn_norm))
 			return -1;
 		if (c->fused) {
 			/* one matrix each, split into views: rows are contiguous */
@@ -361,7 +442,17 @@ bind_weights(struct model *m)
 		    bind_norm(m, B("attn_k"), c->kv_dim, &L->bk) ||
 		    bind_norm(m, B("attn_v"), c->kv_dim, &L->bv)))
 			return -1;
+		if (c->out_bias && bind_norm(m, B("attn_output"), c->dim, &L->bo))
+			return -1;
+		if (c->expert_bias && (bind_norm(m, B("ffn_gate_inp"), c->n_expert, &L->router_b) ||
+		    bind_vectors(m, B("ffn_gate_exps"), c->n_expert, c->expert_ffn_dim, &L->gate_exps_b) ||
+		    bind_vectors(m, B("ffn_up_exps"), c->n_expert, c->expert_ffn_dim, &L->up_exps_b) ||
+		    bind_vectors(m, B("ffn_down_exps"), c->n_expert, c->dim, &L->down_exps_b)))
+			return -1;
 #undef B
+		if (c->sinks && bind_norm(m, (snprintf(name, sizeof name, "blk.%d.attn_sinks.weight", l), name),
+		    c->n_heads, &L->sinks))
+			return -1;
 	}
 	/* Llama 3.1/3.2: a factor for each RoPE frequency (rope scaling, baked in by the converter). */
 	if (gguf_find_tensor(&m->gguf, "rope_freqs.weight") &&
@@ -375,6 +466,16 @@ bind_weights(struct model *m)
 			return -1;
 		}
 	return 0;
+}
+
+/* The file's rope.scaling on a RoPE of the given base */
+static void
+scale_rope(const struct model_config *c, struct rope *r, float base)
+{
+	if (c->rope_scaling == MODEL_ROPE_LINEAR)
+		rope_linear(r, c->rope_factor);
+	else if (c->rope_scaling == MODEL_ROPE_YARN)
+		rope_yarn(r, base, c->rope_factor, c->yarn_orig_ctx, c->yarn_beta_fast, c->yarn_beta_slow);
 }
 
 int
@@ -391,6 +492,7 @@ model_load(struct model *m, const char *path)
 	}
 	rope_init(&m->rope, m->c.rope_dim, m->c.head_dim, m->c.rope_neox, m->c.rope_base,
 	    m->rope_factors);
+	scale_rope(&m->c, &m->rope, m->c.rope_base);
 	/* layer l slides if l % pattern < pattern - 1, as llama.cpp's set_swa_pattern */
 	for (int l = 0, p = m->c.swa_pattern; m->c.n_swa > 0 && l < m->c.n_layers; l++)
 		if (p == 0 || l % p < p - 1) {
@@ -398,9 +500,12 @@ model_load(struct model *m, const char *path)
 				m->slides = xcalloc((size_t)m->c.n_layers, 1);
 			m->slides[l] = 1;
 		}
-	if (m->slides)
+	if (m->slides) {
 		rope_init(&m->rope_swa, m->c.rope_dim, m->c.head_dim, m->c.rope_neox,
 		    m->c.rope_base_swa, m->rope_factors);
+		if (m->c.swa_scaled)
+			scale_rope(&m->c, &m->rope_swa, m->c.rope_base_swa);
+	}
 	return 0;
 }
 
@@ -576,6 +681,13 @@ model_fingerprint(const struct model *m, uint8_t out[32])
 		uint32_t k = (uint32_t)c->n_expert_used;
 		sha256_update(&h, &k, 4);
 	}
+	/* nor is RoPE's scaling, which changes the keys cached */
+	if (c->rope_scaling != MODEL_ROPE_NONE) {
+		uint32_t s[2] = { (uint32_t)c->rope_scaling, (uint32_t)c->yarn_orig_ctx };
+		float f[3] = { c->rope_factor, c->yarn_beta_fast, c->yarn_beta_slow };
+		sha256_update(&h, s, sizeof s);
+		sha256_update(&h, f, sizeof f);
+	}
 	for (i = 0; i < m->gguf.n_tensors; i++) {
 		const struct gguf_tensor *t = &m->gguf.tensors[i];
 		const uint8_t *data = t->data;
@@ -663,6 +775,7 @@ struct rows_job {
 	int n, len;
 	float eps;
 	const float *add;	/* norms: x += add first, if not NULL */
+	int glu;		/* the gate's MODEL_GLU_ */
 };
 
 static void
@@ -680,55 +793,32 @@ norm_rows(void *arg, int ith, int nth)
 }
 
 static void
-silu_rows(void *arg, int ith, int nth)
+glu_rows(void *arg, int ith, int nth)
 {
 	const struct rows_job *j = arg;
-	size_t len = (size_t)j->len;
-	int i0 = j->n * ith / nth, i1 = j->n * (ith + 1) / nth;
+	size_t len = (size_t)j->len, i0 = (size_t)(j->n * ith / nth), i1 = (size_t)(j->n * (ith + 1) / nth);
+	void (*act)(float *, const float *, size_t) = j->glu == MODEL_GLU_GELU ? kernels_gelu_mul :
+	    j->glu == MODEL_GLU_OAI ? kernels_swiglu_oai_mul : kernels_silu_mul;
 
-	kernels_silu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
+	act(j->out + i0 * len, j->x + i0 * len, (i1 - i0) * len);
 }
 
-static void
-gelu_rows(void *arg, int ith, int nth)
-{
-	const struct rows_job *j = arg;
-	size_t len = (size_t)j->len;
-	int i0 = j->n * ith / nth, i1 = j->n * (ith + 1) / nth;
-
-	kernels_gelu_mul(j->out + i0 * len, j->x + i0 * len, (size_t)(i1 - i0) * len);
-}
-
-/* g = act(g) * u, for each of n rows of len of the FFN: SiLU (SwiGLU), or GELU (GeGLU). */
+/* g = act(g) * u, for each of n rows of len of the FFN: the family's gate (model.h's MODEL_GLU_). */
 static void
 glu(struct model_run *r, float *g, float *u, int n, int len)
 {
-	struct rows_job job = { g, u, NULL, n, len, 0, NULL };
+	struct rows_job job = { g, u, NULL, n, len, 0, NULL, r->m->c.glu };
 
-	pool_run_work(r->pool, r->m->c.gelu ? gelu_rows : silu_rows, &job, (long long)n * len * ROW_COST);
+	pool_run_work(r->pool, glu_rows, &job, (long long)n * len * ROW_COST);
 }
 
-/*
- * A token's route (softmax gating, normalized weights: qwen3moe's, as
- * llama.cpp's build_moe_ffn): the softmax of the router's logits over
- * every expert, the K most probable, ties to the lowest index, and their
- * probabilities over their sum, in rank order.  Plain C in a fixed order.
- */
+/* The K largest of p[0..E), in rank order: strictly larger first, so a tie goes to the lowest index. */
 static void
-route_token(const float *logit, int E, int K, int *e_out, float *w_out)
+top_k(const float *p, int E, int K, int *e_out)
 {
-	float p[MODEL_MAX_EXPERTS], max = logit[0], sum = 0;
-	int e, k;
-
-	for (e = 1; e < E; e++)
-		max = logit[e] > max ? logit[e] : max;
-	for (e = 0; e < E; e++)
-		sum += p[e] = fmath_expf(logit[e] - max);
-	for (e = 0; e < E; e++)
-		p[e] /= sum;
-	for (sum = 0, k = 0; k < K; k++) {
+	for (int k = 0; k < K; k++) {
 		int best = -1;
-		for (e = 0; e < E; e++) {	/* the largest not yet taken: strictly larger, so the lowest index of a tie */
+		for (int e = 0; e < E; e++) {
 			int taken = 0;
 			for (int j = 0; j < k; j++)
 				taken |= e_out[j] == e;
@@ -736,10 +826,52 @@ route_token(const float *logit, int E, int K, int *e_out, float *w_out)
 				best = e;
 		}
 		e_out[k] = best;
-		sum += w_out[k] = p[best];
 	}
+}
+
+/*
+ * A token's route, as llama.cpp's build_moe_ffn for the two families:
+ * qwen3moe's softmax over every expert, the K most probable, their
+ * probabilities over their sum; or gpt-oss's (route_after) K largest
+ * logits, the router's bias added, then the softmax of those K.  Ties go
+ * to the lowest index; weights in rank order.  Plain C in a fixed order.
+ */
+static void
+route_token(const struct model_config *c, float *logit, const float *bias, int *e_out, float *w_out)
+{
+	float p[MODEL_MAX_EXPERTS], max, sum = 0;
+	int e, k, E = c->n_expert, K = c->n_expert_used;
+
+	for (e = 0; bias && e < E; e++)
+		logit[e] += bias[e];
+	if (c->route_after) {
+		top_k(logit, E, K, e_out);
+		for (k = 0; k < K; k++)	/* the first is the largest */
+			sum += w_out[k] = fmath_expf(logit[e_out[k]] - logit[e_out[0]]);
+		for (k = 0; k < K; k++)
+			w_out[k] /= sum;
+		return;
+	}
+	for (max = logit[0], e = 1; e < E; e++)
+		max = logit[e] > max ? logit[e] : max;
+	for (e = 0; e < E; e++)
+		sum += p[e] = fmath_expf(logit[e] - max);
+	for (e = 0; e < E; e++)
+		p[e] /= sum;
+	top_k(p, E, K, e_out);
+	for (sum = 0, k = 0; k < K; k++)
+		sum += w_out[k] = p[e_out[k]];
 	for (k = 0; k < K; k++)
 		w_out[k] /= sum;
+}
+
+/* A bias added to each of n rows of len floats; nothing if there is none. */
+static void
+add_bias(float *rows, int n, int len, const float *bias)
+{
+	for (int t = 0; bias && t < n; t++)
+		for (int j = 0; j < len; j++)
+			rows[(size_t)t * len + j] += bias[j];
 }
 
 /*
@@ -759,7 +891,8 @@ moe_ffn(struct model_run *r, const struct layer_weights *L, int l, float *out, i
 
 	matmul(r->pool, &r->mm, route, 1, r->xb, D, n);
 	for (t = 0; t < n; t++)
-		route_token(r->route + (size_t)t * E, E, K, r->route_e + (size_t)t * K, r->route_w + (size_t)t * K);
+		route_token(c, r->route + (size_t)t * E, L->router_b, r->route_e + (size_t)t * K,
+		    r->route_w + (size_t)t * K);
 	for (i = 0; i < n * K; i++)
 		r->expert_used[(size_t)l * E + r->route_e[i]] = 1;
 	for (e = 0; e < E; e++) {
@@ -775,9 +908,15 @@ moe_ffn(struct model_run *r, const struct layer_weights *L, int l, float *out, i
 		struct weight dn = rows_of(&L->down_exps, e * D, D);
 		struct matvec gu[] = { { r->hb, (size_t)Fe, &g }, { r->hb2, (size_t)Fe, &u } };
 		matmul(r->pool, &r->mm, gu, 2, r->xe, D, cnt);
+		if (c->expert_bias) {
+			add_bias(r->hb, cnt, Fe, L->gate_exps_b + (size_t)e * Fe);
+			add_bias(r->hb2, cnt, Fe, L->up_exps_b + (size_t)e * Fe);
+		}
 		glu(r, r->hb, r->hb2, cnt, Fe);
 		struct matvec dm[] = { { r->ye, (size_t)D, &dn } };
 		matmul(r->pool, &r->mm, dm, 1, r->hb, Fe, cnt);
+		if (c->expert_bias)
+			add_bias(r->ye, cnt, D, L->down_exps_b + (size_t)e * D);
 		for (i = 0; i < cnt; i++)
 			memcpy(r->slots + (size_t)r->slot_of[i] * D, r->ye + (size_t)i * D, (size_t)D * sizeof(float));
 	}
@@ -797,7 +936,7 @@ static void
 add_norm(struct model_run *r, float *out, float *x, const float *add, const float *weight, int n)
 {
 	const struct model_config *c = &r->m->c;
-	struct rows_job job = { out, x, weight, n, c->dim, c->rms_eps, add };
+	struct rows_job job = { out, x, weight, n, c->dim, c->rms_eps, add, 0 };
 
 	pool_run_work(r->pool, norm_rows, &job, (long long)n * c->dim * ROW_COST);
 }
@@ -810,14 +949,6 @@ head_norm(const struct model *m, float *row, int heads, const float *weight)
 		float *p = row + (size_t)h * m->c.head_dim;
 		rmsnorm(p, p, weight, m->c.head_dim, m->c.rms_eps);
 	}
-}
-
-/* Add a bias to a row of len floats; nothing if there is none. */
-static void
-add_bias(float *row, const float *bias, int len)
-{
-	for (int j = 0; bias && j < len; j++)
-		row[j] += bias[j];
 }
 
 /*
@@ -844,9 +975,9 @@ qkv_rows(void *arg, int ith, int nth)
 		float *q = j->q + (size_t)i * Q, *k = j->k + (size_t)i * KV, *v = j->v + (size_t)i * KV;
 		const float *cs = j->rope_cs + (size_t)i * c->rope_dim;
 
-		add_bias(q, j->L->bq, Q);
-		add_bias(k, j->L->bk, KV);
-		add_bias(v, j->L->bv, KV);
+		add_bias(q, 1, Q, j->L->bq);
+		add_bias(k, 1, KV, j->L->bk);
+		add_bias(v, 1, KV, j->L->bv);
 		head_norm(j->m, q, c->n_heads, j->L->q_norm);
 		head_norm(j->m, k, c->n_kv_heads, j->L->k_norm);
 		rope_rotate(j->rope, q, c->n_heads, cs);
@@ -888,6 +1019,7 @@ append_attend(struct model_run *r, const struct model_seq *q, int layer, int t, 
 		memcpy(kr, r->k + (size_t)t * KV, (size_t)q->n * KV * sizeof *kr);
 		memcpy(vr, r->v + (size_t)t * KV, (size_t)q->n * KV * sizeof *vr);
 	}
+	a->sinks = r->m->layers[layer].sinks;
 	return kv_append(q->kv, layer, q->pos, q->n) < 0 ||
 	    kv_attend(q->kv, a, layer, q->pos, q->n, r->q + (size_t)t * Q, r->xb + (size_t)t * Q) < 0 ?
 	    -1 : 0;
@@ -1003,6 +1135,7 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		}
 		struct matvec wo[] = { { r->xb2, D, &L->wo } };
 		matmul(r->pool, &r->mm, wo, 1, r->xb, Q, n);
+		add_bias(r->xb2, n, D, L->bo);
 		if (L->attn_post_norm)	/* gemma: the output normed before the residual add */
 			add_norm(r, r->xb2, r->xb2, NULL, L->attn_post_norm, n);
 

@@ -27,22 +27,42 @@ struct model_config {
 	int bos_id, eos_id, eot_id, eom_id;	/* -1 when the file has none; EOT, EOM: Llama 3 */
 
 	/* What sets the families apart, fixed at load (the forward pass has no branch on names). */
-	char arch[16];		/* general.architecture: llama, qwen2, qwen3, phi3, gemma3 */
+	char arch[16];		/* general.architecture: llama, qwen2, qwen3, qwen3moe, phi3, gemma3, gpt-oss */
+	char ffn_norm[24];	/* the FFN's norm tensor: ffn_norm, or post_attention_norm (gpt-oss) */
 	int rope_neox;		/* rotate pairs (i, i + rope_dim / 2), not adjacent ones */
 	int qkv_bias;		/* Q, K and V have biases */
+	int out_bias;		/* and the attention's output (gpt-oss) */
+	int sinks;		/* a learned sink logit per query head (gpt-oss's attn_sinks) */
 	int qk_norm;		/* each head of Q and K is RMS-normed before RoPE (qwen3) */
 	int fused;		/* Q, K, V in one attn_qkv, gate and up in one ffn_up (phi3) */
 	int post_norms;		/* attention and FFN outputs RMS-normed before the residual add (gemma3) */
-	int gelu;		/* the FFN's gate is GELU (tanh form), not SiLU (gemma3) */
+	int glu;		/* the FFN's gate: MODEL_GLU_SILU, _GELU (gemma3) or _OAI (gpt-oss) */
 	float embd_scale;	/* embeddings are multiplied by it: 1, or sqrt(dim) (gemma3) */
 	float attn_scale;	/* the scores' scale: 1 / sqrt(head_dim), or gemma3 27B's */
 	float softcap;		/* > 0: logits capped to softcap * tanh(z / softcap) */
 	int n_swa;		/* > 0: the sliding layers' window (gemma3.attention.sliding_window) */
 	int swa_pattern;	/* layer l slides if l % pattern < pattern - 1 (0: every layer) */
 	float rope_base_swa;	/* the sliding layers' RoPE base */
+	int swa_scaled;		/* the sliding layers' RoPE scaled as the others' (gpt-oss; gemma3's is not) */
 	int n_expert;		/* > 0: a routed FFN of this many experts (qwen3moe) */
 	int n_expert_used;	/* the experts a token takes */
 	int expert_ffn_dim;	/* an expert's hidden width */
+	int expert_bias;	/* the router and the experts have biases (gpt-oss) */
+	int route_after;	/* routing weights: the softmax of the k chosen logits (gpt-oss), not the
+				 * k largest of the softmax over all, renormalized (qwen3moe) */
+	int rope_scaling;	/* rope.scaling.type: MODEL_ROPE_NONE, _LINEAR or _YARN */
+	float rope_factor;	/* rope.scaling.factor (1 when none) */
+	int yarn_orig_ctx;	/* rope.scaling.original_context_length */
+	float yarn_beta_fast, yarn_beta_slow;	/* YaRN's ramp: 32 and 1 unless the file says */
+};
+
+enum { MODEL_ROPE_NONE, MODEL_ROPE_LINEAR, MODEL_ROPE_YARN };
+
+/* The FFN's gated activations: act(gate) * up */
+enum {
+	MODEL_GLU_SILU,		/* SwiGLU */
+	MODEL_GLU_GELU,		/* GeGLU, GELU's tanh form */
+	MODEL_GLU_OAI		/* gpt-oss's clamped SwiGLU: g = min(gate, 7), g * sigmoid(1.702 g) * (clamp(up, -7, 7) + 1) */
 };
 
 /* The most experts a routed FFN may have, and a token take */
@@ -51,7 +71,8 @@ struct model_config {
 
 struct layer_weights {
 	const float *attn_norm, *ffn_norm;
-	const float *bq, *bk, *bv;	/* NULL without biases */
+	const float *bq, *bk, *bv, *bo;	/* NULL without biases */
+	const float *sinks;		/* a learned logit per query head in the softmax's sum (gpt-oss), or NULL */
 	const float *q_norm, *k_norm;	/* head_dim each, NULL without */
 	const float *attn_post_norm, *ffn_post_norm;	/* dim each, NULL without */
 	struct weight wq, wk, wv, wo;
@@ -59,6 +80,8 @@ struct layer_weights {
 	struct weight w_router;			/* a routed FFN's: n_expert rows of dim */
 	struct weight gate_exps, up_exps;	/* n_expert * expert_ffn_dim rows of dim, expert by expert */
 	struct weight down_exps;		/* n_expert * dim rows of expert_ffn_dim */
+	const float *router_b;			/* the biases of the router and experts, [expert][...], or NULL */
+	const float *gate_exps_b, *up_exps_b, *down_exps_b;
 };
 
 /* A loaded model: the file's map, the hyperparameters and the weights bound in it; no pass changes it. */

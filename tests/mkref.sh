@@ -28,4 +28,6 @@ qwen3 -A qwen3
 qwen3moe -A qwen3moe
 phi3 -A phi3
 gemma3 -A gemma3
+gpt-oss -A gpt-oss
+gpt-oss-yarn -A gpt-oss -Y
 LIST

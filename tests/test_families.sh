@@ -29,6 +29,9 @@ families_match_llama_cpp() {
 	family qwen3moe -A qwen3moe
 	family phi3 -A phi3
 	family gemma3 -A gemma3
+	family gpt-oss -A gpt-oss
+	# gpt-oss-20b's YaRN: llama.cpp rounds the ramp's ends, we do not (lib/rope.h): 6e-5 apart, 1.5e-5 rounded
+	family gpt-oss-yarn -A gpt-oss -Y
 }
 
 # The committed figures are still llama.cpp's: where ../shared has ref-score, ask it again.
@@ -43,13 +46,13 @@ unknown_families_and_unused_tensors_are_errors() {
 	"$PWD/tools/mkmodel" -A mamba -o "$TMP/mamba.gguf" || fail "mkmodel"
 	echo 1 | "$D" -m "$TMP/mamba.gguf" -n 1 >/dev/null 2>"$TMP/err"
 	[ $? -eq 1 ] || fail "an unknown architecture exited $?"
-	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3, qwen3moe, phi3 and gemma3 are)$" \
+	grep -q "^llm-decode: $TMP/mamba.gguf: architecture 'mamba' is not supported (llama, qwen2, qwen3, qwen3moe, phi3, gemma3 and gpt-oss are)$" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
 # The cache, its types, snapshots and weight types work for every family unchanged.
 families_resume_and_quantize_like_llama() {
-	for fam in qwen2 qwen3 qwen3moe phi3; do
+	for fam in qwen2 qwen3 qwen3moe phi3 gpt-oss; do
 		"$PWD/tools/mkmodel" -A $fam -t q8_0 -o "$TMP/$fam-q8.gguf" || fail "mkmodel"
 		m="$TMP/$fam-q8.gguf"
 		echo "1 40 41 42" | "$D" -m "$m" --greedy --ignore-eos -n 60 --kv-type q8_0 >"$TMP/all" ||

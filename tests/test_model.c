@@ -150,20 +150,41 @@ ref_rmsnorm(double *out, const double *x, const float *g, int dim, int n, double
 	}
 }
 
-/* RoPE of one head at position pos, into out: the model's style and frequency factors, base given. */
+/* YaRN's factor (0: none) and original context, from the file's keys (ref_forward_window) */
+static double ref_yarn_factor;
+static int ref_yarn_ctx;
+
+/*
+ * RoPE of one head at position pos, into out: the model's style and
+ * frequency factors, base given; with YaRN as gpt-oss's Hugging Face
+ * config has it (truncate: false): frequency i mixed between f and
+ * f / factor by a ramp between the dimensions whose wavelengths are the
+ * original context over 32 and over 1, not rounded, and the rotated
+ * vector scaled by 0.1 ln(factor) + 1.
+ */
 static void
 ref_rope(const struct model *m, double *out, const double *v, int pos, double base)
 {
 	const struct model_config *c = &m->c;
-	int half = c->rope_dim / 2;
+	int half = c->rope_dim / 2, d = c->rope_dim;
+	double lo = 0, hi = 1, ms = 1;
 
+	if (ref_yarn_factor > 0) {
+		lo = fmax(0, d * log(ref_yarn_ctx / (32 * 2 * M_PI)) / (2 * log(base)));
+		hi = fmin(d - 1, d * log(ref_yarn_ctx / (2 * M_PI)) / (2 * log(base)));
+		ms = 0.1 * log(ref_yarn_factor) + 1;
+	}
 	memcpy(out, v, c->head_dim * sizeof *out);
 	for (int i = 0; i < half; i++) {
-		double th = pos / pow(base, 2.0 * i / c->rope_dim) /
-		    (m->rope_factors ? m->rope_factors[i] : 1.0);
+		double f = 1 / pow(base, 2.0 * i / d) / (m->rope_factors ? m->rope_factors[i] : 1.0);
+		if (ref_yarn_factor > 0) {
+			double ramp = fmin(1, fmax(0, (i - lo) / (hi - lo)));
+			f = f / ref_yarn_factor * ramp + f * (1 - ramp);
+		}
+		double th = pos * f;
 		int a = c->rope_neox ? i : 2 * i, b = c->rope_neox ? i + half : 2 * i + 1;
-		out[a] = v[a] * cos(th) - v[b] * sin(th);
-		out[b] = v[a] * sin(th) + v[b] * cos(th);
+		out[a] = ms * (v[a] * cos(th) - v[b] * sin(th));
+		out[b] = ms * (v[a] * sin(th) + v[b] * cos(th));
 	}
 }
 
@@ -186,11 +207,14 @@ ref_gelu(double x)
 static double ref_moe_margin = INFINITY;
 
 /*
- * The routed FFN (qwen3moe), as llama.cpp's build_moe_ffn states it, in
- * double: the softmax of the router's logits over every expert, the
+ * The routed FFN, as llama.cpp's build_moe_ffn states it, in double.
+ * qwen3moe: the softmax of the router's logits over every expert, the
  * n_expert_used most probable (ties: the lowest index), their
  * probabilities over their sum, and the sum of each chosen expert's
- * SwiGLU FFN times its weight.
+ * SwiGLU FFN times its weight.  gpt-oss: the router's bias added, the
+ * largest logits chosen, the softmax over them; each expert's products
+ * with their biases and the clamped SwiGLU: x = min(gate, 7),
+ * x sigmoid(1.702 x) (clamp(up, -7, 7) + 1).
  */
 static void
 ref_moe(const struct model *m, const struct layer_weights *L, double *out, const double *xb, int n)
@@ -201,14 +225,19 @@ ref_moe(const struct model *m, const struct layer_weights *L, double *out, const
 	double *u = xcalloc((size_t)Fe, sizeof *u), *y = xcalloc((size_t)D, sizeof *y);
 	int taken[MODEL_MAX_EXPERTS];
 
+	int oss = strcmp(c->arch, "gpt-oss") == 0;
+
 	ref_matmul(lg, &L->w_router, xb, n);
+	ref_bias(lg, n, E, L->router_b);
 	for (int t = 0; t < n; t++) {
 		double *p = lg + (size_t)t * E, max = p[0], sum = 0, wsum = 0, w[MODEL_MAX_EXPERTS_USED];
 		int sel[MODEL_MAX_EXPERTS_USED];
 		for (int e = 1; e < E; e++)
 			max = fmax(max, p[e]);
-		for (int e = 0; e < E; e++)
-			sum += p[e] = exp(p[e] - max);
+		for (int e = 0; e < E; e++)	/* gpt-oss: the logits themselves choose */
+			sum += oss ? (p[e] = p[e] - max, 0) : (p[e] = exp(p[e] - max));
+		if (oss)
+			sum = 1;
 		memset(taken, 0, sizeof taken);
 		for (int k = 0; k < K; k++) {
 			int best = -1;
@@ -217,7 +246,7 @@ ref_moe(const struct model *m, const struct layer_weights *L, double *out, const
 					best = e;
 			taken[best] = 1;
 			sel[k] = best;
-			wsum += w[k] = p[best] / sum;
+			wsum += w[k] = oss ? exp(p[best]) : p[best] / sum;
 		}
 		for (int e = 0; e < E; e++)	/* the margin of the choice: the last taken against the best left */
 			if (!taken[e])
@@ -231,9 +260,17 @@ ref_moe(const struct model *m, const struct layer_weights *L, double *out, const
 			dw.data = (const char *)dw.data + (size_t)sel[k] * D * dw.row_bytes;
 			ref_matmul(g, &gw, xb + (size_t)t * D, 1);
 			ref_matmul(u, &uw, xb + (size_t)t * D, 1);
-			for (int i = 0; i < Fe; i++)
-				g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+			if (oss) {
+				ref_bias(g, 1, Fe, L->gate_exps_b + (size_t)sel[k] * Fe);
+				ref_bias(u, 1, Fe, L->up_exps_b + (size_t)sel[k] * Fe);
+			}
+			for (int i = 0; i < Fe; i++) {
+				double x = oss ? fmin(g[i], 7) : g[i], y = oss ? fmin(7, fmax(-7, u[i])) + 1 : u[i];
+				g[i] = x / (1 + exp(-(oss ? 1.702 : 1) * x)) * y;
+			}
 			ref_matmul(y, &dw, g, 1);
+			if (oss)
+				ref_bias(y, 1, D, L->down_exps_b + (size_t)sel[k] * D);
 			for (int i = 0; i < D; i++)
 				out[(size_t)t * D + i] += w[k] / wsum * y[i];
 		}
@@ -255,6 +292,11 @@ ref_moe(const struct model *m, const struct layer_weights *L, double *out, const
  * window W if any; the attention's and the FFN's outputs RMS-normed
  * before their residual adds; a GELU (tanh) gate; logits capped if the
  * file says.
+ *
+ * gpt-oss, as llama.cpp and its model card state it: layers 0, 2, 4, ...
+ * slide (sliding_window); the attention's output has a bias; each head's
+ * sink logit joins its softmax's sum; YaRN as ref_rope; the routed FFN as
+ * ref_moe.
  */
 static double *
 ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
@@ -269,10 +311,26 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 	double *logits = xcalloc((size_t)n * c->vocab_size, sizeof *x);
 	double *emb = dense(&m->token_embd);
 	double *att = xcalloc((size_t)n, sizeof *att), qr[256], kr[256];
-	int gemma = strcmp(c->arch, "gemma3") == 0, swa = 0, pattern = 6;
-	double base_swa = 10000, softcap = 0;
+	int gemma = strcmp(c->arch, "gemma3") == 0, oss = strcmp(c->arch, "gpt-oss") == 0, swa = 0, pattern = 6;
+	double base_swa = oss ? c->rope_base : 10000, softcap = 0;
 	uint32_t key;
 	float f;
+
+	ref_yarn_factor = 0;
+	if (oss) {
+		const char *a = "gpt-oss.";
+		struct gguf_str type;
+		char k[96];
+		pattern = 2;
+		if (gguf_get_u32(&m->gguf, (snprintf(k, sizeof k, "%sattention.sliding_window", a), k), &key) > 0)
+			swa = (int)key;
+		if (gguf_get_str(&m->gguf, (snprintf(k, sizeof k, "%srope.scaling.type", a), k), &type) > 0 &&
+		    type.n == 4 && memcmp(type.s, "yarn", 4) == 0 &&
+		    gguf_get_f32(&m->gguf, (snprintf(k, sizeof k, "%srope.scaling.factor", a), k), &f) > 0 &&
+		    gguf_get_u32(&m->gguf, (snprintf(k, sizeof k, "%srope.scaling.original_context_length",
+		    a), k), &key) > 0)
+			ref_yarn_factor = f, ref_yarn_ctx = (int)key;
+	}
 
 	if (gemma) {
 		if (gguf_get_u32(&m->gguf, "gemma3.attention.sliding_window", &key) > 0)
@@ -321,8 +379,12 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 					att[s] = d / sqrt(gemma && c->n_layers == 62 ? (double)D / c->n_heads : HD);
 					max = fmax(max, att[s]);
 				}
+				if (L->sinks)
+					max = fmax(max, L->sinks[h]);
 				for (int s = 0; s <= t; s++)
 					sum += att[s] = exp(att[s] - max);
+				if (L->sinks)	/* a logit in the sum, with no value */
+					sum += exp(L->sinks[h] - max);
 				for (int i = 0; i < HD; i++) {
 					double acc = 0;
 					for (int s = 0; s <= t; s++)
@@ -332,6 +394,7 @@ ref_forward_window(const struct model *m, const int *ids, int n, int S, int W)
 			}
 		}
 		ref_matmul(o, &L->wo, ao, n);
+		ref_bias(o, n, D, L->bo);
 		if (gemma)
 			ref_rmsnorm(o, o, L->attn_post_norm, D, n, c->rms_eps);
 		for (int i = 0; i < n * D; i++)
@@ -1363,8 +1426,10 @@ families_match_the_reference(void)
 }
 
 /*
- * qwen3moe's routed FFN against the reference (its routing in double, the
- * closest margin of a choice printed), token by token; a batch of the
+ * The routed FFNs against the reference (their routing in double, the
+ * closest margin of a choice printed), token by token: qwen3moe's, and
+ * gpt-oss with the rest of its layer (biases, sinks, a window of 8 on
+ * every other layer, YaRN with gpt-oss-20b's RoPE); a batch of the
  * stream (its tokens grouped by expert) gives the last logits and the
  * cache of one token at a time, bit for bit, on every instruction set;
  * an expert tensor of the wrong shape is refused by name, and so is a
@@ -1374,10 +1439,14 @@ static void
 routed_ffn_matches_the_reference(void)
 {
 	enum { N = 40 };
-	/* the last: a router of zeros, every expert tied: the lowest indices win, as in the reference */
-	static const struct { uint32_t type; int E, K, zero; } cases[] = {
-		{ GGML_F32, 8, 2, 0 }, { GGML_F32, 16, 4, 0 }, { GGML_Q8_0, 8, 2, 0 }, { GGML_Q4_K, 8, 3, 0 },
-		{ GGML_F32, 8, 3, 1 },
+	/* a router of zeros, every expert tied: the lowest indices win, as in the reference */
+	static const struct { const char *arch; uint32_t type; int E, K, zero; } cases[] = {
+		{ "qwen3moe", GGML_F32, 8, 2, 0 }, { "qwen3moe", GGML_F32, 16, 4, 0 },
+		{ "qwen3moe", GGML_Q8_0, 8, 2, 0 }, { "qwen3moe", GGML_Q4_K, 8, 3, 0 },
+		{ "qwen3moe", GGML_F32, 8, 3, 1 },
+		{ "gpt-oss", GGML_F32, 8, 2, 0 }, { "gpt-oss", GGML_F32, 16, 4, 0 },
+		{ "gpt-oss", GGML_Q8_0, 8, 2, 0 }, { "gpt-oss", GGML_Q4_K, 8, 3, 0 },
+		{ "gpt-oss", GGML_F32, 8, 3, 1 },
 	};
 	int best = kernels_isa(), ids[N], err, t, isa;
 
@@ -1389,38 +1458,50 @@ routed_ffn_matches_the_reference(void)
 		float *one, *batch;
 		double *ref, worst;
 
+		const char *arch = cases[ci].arch;
+		int oss = strcmp(arch, "gpt-oss") == 0;
 		fixture_tiny(&f, cases[ci].type);
-		f.arch = "qwen3moe";
+		f.arch = arch;
 		f.n_expert = cases[ci].E;
 		f.n_expert_used = cases[ci].K;
 		f.router_zero = cases[ci].zero;
+		if (oss) {
+			fixture_gpt_oss_20b(&f, cases[ci].type);	/* its RoPE, on the tiny shape */
+			f.dim = f.ffn_dim = cases[ci].type == GGML_Q4_K ? 256 : 64;
+			f.n_layers = 3, f.n_heads = 4, f.n_kv_heads = 2, f.vocab = 320, f.ctx = 512;
+			f.n_expert = cases[ci].E, f.n_expert_used = cases[ci].K, f.router_zero = cases[ci].zero;
+			f.n_swa = 8;
+		}
 		snprintf(name, sizeof name, "moe-%zu.gguf", ci);
 		CHECK(model_load(&mm, write_fixture(&f, name)) == 0, "%s", llm_err());
 		CHECK(mm.c.n_expert == cases[ci].E && mm.c.n_expert_used == cases[ci].K &&
-		    mm.c.expert_ffn_dim == f.ffn_dim && mm.layers[0].q_norm, "qwen3moe's fields");
+		    mm.c.expert_ffn_dim == f.ffn_dim && (mm.layers[0].q_norm != NULL) == !oss &&
+		    (mm.layers[1].sinks && mm.layers[2].bo && mm.layers[0].down_exps_b && mm.slides &&
+		    mm.slides[0] && !mm.slides[1] && mm.slides[2] && mm.c.rope_scaling == MODEL_ROPE_YARN) == oss,
+		    "%s's fields", arch);
 		for (t = 0; t < N; t++)
 			ids[t] = (t * 7919 + 3) % mm.c.vocab_size;
 		ref_moe_margin = INFINITY;
 		ref = ref_forward(&mm, ids, N);
-		kv_init(&a, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+		CHECK(model_kv_init(&mm, &a, 512, 0, GGML_F32, GGML_F32) == 0, "%s", llm_err());
 		worst = worst_against_reference(&mm, &a, ids, N, ref);
-		printf("# qwen3moe %s, %d experts, %d a token%s: relative logit error %.3g against the reference "
-		    "(closest routing margin %.3g)\n", gguf_type_name(cases[ci].type), cases[ci].E, cases[ci].K,
-		    cases[ci].zero ? ", all tied" : "", worst, ref_moe_margin);
-		CHECK(worst <= 1e-4, "qwen3moe %s: relative logit error %g", gguf_type_name(cases[ci].type), worst);
+		printf("# %s %s, %d experts, %d a token%s: relative logit error %.3g against the reference "
+		    "(closest routing margin %.3g)\n", arch, gguf_type_name(cases[ci].type), cases[ci].E,
+		    cases[ci].K, cases[ci].zero ? ", all tied" : "", worst, ref_moe_margin);
+		CHECK(worst <= 1e-4, "%s %s: relative logit error %g", arch, gguf_type_name(cases[ci].type), worst);
 		one = xmalloc(mm.c.vocab_size * sizeof *one);
 		memcpy(one, fwd_last, mm.c.vocab_size * sizeof *one);
 		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 			if (kernels_set_isa(isa) != 0)
 				continue;
-			kv_init(&b, mm.c.n_layers, mm.c.kv_dim, 512, 0);
+			CHECK(model_kv_init(&mm, &b, 512, 0, GGML_F32, GGML_F32) == 0, "%s", llm_err());
 			batch = fwd(&mm, &b, ids, N, 0, MODEL_OUT_LAST, NULL, &err);
 			CHECK(!err && memcmp(batch, one, mm.c.vocab_size * sizeof *one) == 0,
-			    "qwen3moe %s %s: a batch differs from one token at a time", kernels_isa_name(isa),
+			    "%s %s %s: a batch differs from one token at a time", arch, kernels_isa_name(isa),
 			    gguf_type_name(cases[ci].type));
 			for (int l = 0; l < a.n_layers; l++)
 				CHECK(memcmp(kv_k_read(&a, l, 0), kv_k_read(&b, l, 0), (size_t)N * a.kv_dim * 4) == 0,
-				    "qwen3moe %s: layer %d of the caches differs", kernels_isa_name(isa), l);
+				    "%s %s: layer %d of the caches differs", arch, kernels_isa_name(isa), l);
 			kv_free(&b);
 		}
 		kernels_set_isa(best);
@@ -1440,6 +1521,48 @@ routed_ffn_matches_the_reference(void)
 	f.extra = "blk.0.ffn_gate.weight";	/* a dense FFN's tensor beside the experts: not used */
 	CHECK(model_load(&mm, write_fixture(&f, "moe-extra.gguf")) < 0 && strcmp(llm_err(), "tensor "
 	    "blk.0.ffn_gate.weight is not used by the qwen3moe forward pass of this build") == 0, "'%s'", llm_err());
+}
+
+/*
+ * rope.scaling as llama.cpp reads it: linear divides each frequency by
+ * the factor, yarn is routed_ffn_matches_the_reference's; another type,
+ * or a YaRN key this build does not read, is refused by name; the
+ * scaling is part of the fingerprint (it changes the keys cached).
+ */
+static void
+rope_scaling_is_read_and_fingerprinted(void)
+{
+	struct fixture f;
+	struct model mm;
+	uint8_t fp[3][32];
+	int ok = 1;
+
+	fixture_tiny(&f, GGML_F32);
+	f.yarn_factor = 4, f.yarn_orig_ctx = 256, f.scaling = "linear";
+	CHECK(model_load(&mm, write_fixture(&f, "linear.gguf")) == 0, "%s", llm_err());
+	for (int i = 0; i < mm.rope.dim / 2; i++)
+		ok &= fabs(mm.rope.inv_freq[i] * 4 * pow(10000, 2.0 * i / mm.rope.dim) - 1) < 1e-12;
+	CHECK(ok && mm.rope.mscale == 1, "linear scaling: the frequencies over the factor");
+	model_fingerprint(&mm, fp[0]);
+	model_free(&mm);
+	f.scaling = "yarn";
+	CHECK(model_load(&mm, write_fixture(&f, "yarn.gguf")) == 0, "%s", llm_err());
+	CHECK(fabs(mm.rope.mscale - (0.1 * log(4) + 1)) < 1e-12, "yarn's mscale %g", mm.rope.mscale);
+	model_fingerprint(&mm, fp[1]);
+	model_free(&mm);
+	f.yarn_factor = 0;
+	CHECK(model_load(&mm, write_fixture(&f, "plain.gguf")) == 0, "%s", llm_err());
+	model_fingerprint(&mm, fp[2]);
+	model_free(&mm);
+	CHECK(memcmp(fp[0], fp[1], 32) && memcmp(fp[1], fp[2], 32) && memcmp(fp[0], fp[2], 32),
+	    "linear, yarn and none give three fingerprints");
+	f.yarn_factor = 4, f.scaling = "longrope";
+	CHECK(model_load(&mm, write_fixture(&f, "longrope.gguf")) < 0 && strcmp(llm_err(),
+	    "llama.rope.scaling.type 'longrope' is not supported (none, linear and yarn are)") == 0,
+	    "'%s'", llm_err());
+	f.scaling = NULL, f.extra_key = "llama.rope.scaling.yarn_attn_factor";
+	CHECK(model_load(&mm, write_fixture(&f, "attn-factor.gguf")) < 0 && strcmp(llm_err(),
+	    "key llama.rope.scaling.yarn_attn_factor is not supported") == 0, "'%s'", llm_err());
 }
 
 /* gemma3 on the family checks' shape: 7 layers (with the pattern of 6, 0-4 and 6 slide). */
@@ -1484,7 +1607,7 @@ gemma3_matches_the_reference(void)
 		    cases[i].softcap)) == 0, "%s", llm_err());
 		for (int l = 0; l < 7; l++)
 			got[l] = mm.slides && mm.slides[l] ? '1' : '0';
-		CHECK(strcmp(got, cases[i].slides) == 0 && mm.c.post_norms && mm.c.gelu &&
+		CHECK(strcmp(got, cases[i].slides) == 0 && mm.c.post_norms && mm.c.glu == MODEL_GLU_GELU &&
 		    mm.c.embd_scale == sqrtf(256) && mm.c.rope_neox && mm.c.n_heads * mm.c.head_dim != mm.c.dim &&
 		    mm.c.rope_base_swa == 10000 && mm.c.softcap == cases[i].softcap,
 		    "case %zu: the family's fields: slides %s", i, got);
@@ -1655,6 +1778,7 @@ main(void)
 	TEST(embeddings_pool_the_final_hidden_states);
 	TEST(families_match_the_reference);
 	TEST(routed_ffn_matches_the_reference);
+	TEST(rope_scaling_is_read_and_fingerprinted);
 	TEST(gemma3_matches_the_reference);
 	TEST(gemma3_cache_types_batched_equals_token_by_token);
 	TEST(gemma3_cache_keeps_what_the_layers_attend_to);

@@ -544,20 +544,33 @@ softmax_and_silu_give_the_portable_bits(void)
 		u[i] = rnd();
 	}
 	x[5] = 95, x[6] = -95;	/* past the clamps */
-	for (li = 0; li < (int)(sizeof lens / sizeof *lens); li++) {
-		n = lens[li];
+	/* no sink, a sink among the scores, a sink above them all (gpt-oss's attention sinks) */
+	static const float sinks[] = { -INFINITY, 1.5f, 150.0f };
+	for (li = 0; li < (int)(sizeof lens / sizeof *lens) * 3; li++) {
+		float sink = sinks[li % 3];
+		double max = sink, sum = 0, worst = 0;
+		n = lens[li / 3];
 		kernels_set_isa(KERNELS_SCALAR);
 		memcpy(ref, x, sizeof x);
-		kernels_softmax(ref, n, 0.37f);
+		kernels_softmax(ref, n, 0.37f, sink);
+		/* against double: the sink joins the denominator and takes no output */
+		for (i = 0; i < n; i++)
+			max = fmax(max, (double)(0.37f * x[i]));
+		for (i = 0; i < n; i++)
+			sum += exp((double)(0.37f * x[i]) - max);
+		sum += sink > -INFINITY ? exp(sink - max) : 0;
+		for (i = 0; i < n; i++)
+			worst = fmax(worst, fabs(ref[i] - exp((double)(0.37f * x[i]) - max) / sum));
+		CHECK(worst < 1e-6, "softmax of %d with sink %g: off by %g from double", n, sink, worst);
 		memcpy(gref, x, sizeof x);
 		kernels_silu_mul(gref, u, (size_t)n);
 		for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 			if (kernels_set_isa(isa) != 0)
 				continue;
 			memcpy(got, x, sizeof x);
-			kernels_softmax(got, n, 0.37f);
-			CHECK(memcmp(got, ref, (size_t)n * sizeof *got) == 0, "%s softmax of %d differs from the portable one",
-			    kernels_isa_name(isa), n);
+			kernels_softmax(got, n, 0.37f, sink);
+			CHECK(memcmp(got, ref, (size_t)n * sizeof *got) == 0,
+			    "%s softmax of %d, sink %g, differs from the portable one", kernels_isa_name(isa), n, sink);
 			memcpy(ggot, x, sizeof x);
 			kernels_silu_mul(ggot, u, (size_t)n);
 			CHECK(memcmp(ggot, gref, (size_t)n * sizeof *ggot) == 0, "%s silu of %d differs from the portable one",

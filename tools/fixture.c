@@ -80,6 +80,22 @@ fixture_qwen3_30b_a3b(struct fixture *f, uint32_t type)
 	};
 }
 
+/*
+ * gpt-oss-20b's shapes: 2880 wide, 64 heads of 64, 8 KV heads, 32 experts
+ * of 2880, 4 a token, a window of 128 on every other layer, YaRN 32 from
+ * 4096, o200k's vocabulary of 201088.
+ */
+void
+fixture_gpt_oss_20b(struct fixture *f, uint32_t type)
+{
+	*f = (struct fixture){
+		.dim = 2880, .n_layers = 24, .n_heads = 64, .n_kv_heads = 8, .head_dim = 64,
+		.ffn_dim = 2880, .vocab = 201088, .ctx = 131072, .rope_base = 150000,
+		.tied = 0, .type = type, .seed = 20, .eos_id = 2, .arch = "gpt-oss",
+		.n_expert = 32, .n_expert_used = 4, .n_swa = 128, .yarn_factor = 32, .yarn_orig_ctx = 4096,
+	};
+}
+
 /* gemma-3-270m's shapes: 640 wide, heads of 256, 18 layers, a window of 512. */
 void
 fixture_gemma3_270m(struct fixture *f, uint32_t type)
@@ -173,7 +189,7 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 	float *x = xmalloc((size_t)rows * cols * sizeof *x);
 
 	fill(x, (size_t)rows * cols, scale, offset, rng);
-	if (mix && rows > 1)
+	if (mix && rows > 1 && type != GGML_F32)	/* what is asked in f32 stays f32 */
 		type = mix_type(name, mix_layer);
 	if (rows > 1)
 		type = fallback_type(type, cols);
@@ -383,14 +399,14 @@ fixture_write(const struct fixture *f, const char *path)
 	struct ggufw *w = ggufw_new();
 	uint64_t rng = f->seed * 2654435761u + 1;
 	const char *arch = f->arch ? f->arch : "llama";
-	int moe = strcmp(arch, "qwen3moe") == 0;
-	int qwen3 = strcmp(arch, "qwen3") == 0 || moe, phi3 = strcmp(arch, "phi3") == 0;
+	int oss = strcmp(arch, "gpt-oss") == 0, moe = strcmp(arch, "qwen3moe") == 0 || oss;
+	int qwen3 = strcmp(arch, "qwen3") == 0 || strcmp(arch, "qwen3moe") == 0, phi3 = strcmp(arch, "phi3") == 0;
 	int n_exp = f->n_expert > 0 ? f->n_expert : 8, n_used = f->n_expert_used > 0 ? f->n_expert_used : 2;
 	int exp_ffn = f->expert_ffn > 0 ? f->expert_ffn : f->ffn_dim;
 	int gemma3 = strcmp(arch, "gemma3") == 0;
-	/* qwen3, gemma3: heads of their own size, so that n_heads * head_dim != dim */
-	int head_dim = f->head_dim > 0 ? f->head_dim :
-	    qwen3 || gemma3 ? f->dim / f->n_heads / 2 * 4 : f->dim / f->n_heads;
+	/* qwen3, gemma3, gpt-oss: heads of their own size, so that n_heads * head_dim != dim */
+	int head_dim = f->head_dim > 0 ? f->head_dim : qwen3 || gemma3 ? f->dim / f->n_heads / 2 * 4 :
+	    oss ? f->dim / f->n_heads / 2 * 3 : f->dim / f->n_heads;
 	int q_dim = f->n_heads * head_dim, kv_dim = f->n_kv_heads * head_dim;
 	/* uniform in [-s, s] has standard deviation s / sqrt(3) */
 	float sd = f->std > 0 ? f->std * sqrtf(3) : 1.0f / sqrtf((float)f->dim);
@@ -417,6 +433,13 @@ fixture_write(const struct fixture *f, const char *path)
 		ggufw_f32(w, K("rope.freq_base"), f->rope_base);
 		ggufw_f32(w, K("attention.layer_norm_rms_epsilon"), gemma3 ? 1e-6f : 1e-5f);
 	}
+	if (oss)
+		ggufw_u32(w, K("attention.sliding_window"), (uint32_t)f->n_swa);
+	if (f->yarn_factor > 0) {
+		ggufw_str(w, K("rope.scaling.type"), f->scaling ? f->scaling : "yarn");
+		ggufw_f32(w, K("rope.scaling.factor"), f->yarn_factor);
+		ggufw_u32(w, K("rope.scaling.original_context_length"), (uint32_t)f->yarn_orig_ctx);
+	}
 	if (gemma3) {
 		ggufw_u32(w, K("attention.sliding_window"), (uint32_t)f->n_swa);
 		if (f->swa_pattern > 0)
@@ -429,11 +452,13 @@ fixture_write(const struct fixture *f, const char *path)
 		ggufw_u32(w, K("expert_used_count"), (uint32_t)n_used);
 		ggufw_u32(w, K("expert_feed_forward_length"), (uint32_t)(f->expert_ffn_key > 0 ? f->expert_ffn_key : exp_ffn));
 	}
-	if (qwen3 || gemma3) {
+	if (qwen3 || gemma3 || oss) {
 		ggufw_u32(w, K("attention.key_length"), (uint32_t)head_dim);
 		ggufw_u32(w, K("attention.value_length"), (uint32_t)head_dim);
 	}
 #undef K
+	if (f->extra_key)
+		ggufw_f32(w, f->extra_key, 1.0f);
 	if (f->eot_id > 0)
 		ggufw_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)f->eot_id);
 	if (f->eom_id > 0)
@@ -480,9 +505,13 @@ fixture_write(const struct fixture *f, const char *path)
 			tensor(w, N("attn_k_norm"), GGML_F32, 1, head_dim, 0.1f, 1, &rng);
 		}
 		tensor(w, N("attn_output"), f->type, f->dim, q_dim, sd, 0, &rng);
-		if (gemma3)
+		if (oss)	/* sinks about the scores' size, or far below them */
+			tensor(w, N("attn_sinks"), GGML_F32, 1, f->n_heads, f->no_sinks ? 0 : 1.0f,
+			    f->no_sinks ? -1000 : 0, &rng);
+		if (gemma3 || oss)	/* gpt-oss: the FFN's norm */
 			tensor(w, N("post_attention_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
-		tensor(w, N("ffn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
+		if (!oss)
+			tensor(w, N("ffn_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 		if (moe) {
 			/* the router stays f32, as llama.cpp's quantizer leaves it; its logits a few units apart */
 			tensor(w, N("ffn_gate_inp"), GGML_F32, n_exp, f->dim, f->router_zero ? 0 : 4 * sd, 0, &rng);
@@ -490,6 +519,15 @@ fixture_write(const struct fixture *f, const char *path)
 			tensor3(w, N("ffn_up_exps"), f->type, n_exp, exp_ffn, f->dim, sd, &rng);
 			tensor3(w, N("ffn_down_exps"), f->type, n_exp, f->dim, exp_ffn,
 			    f->std > 0 ? sd : 1.0f / sqrtf((float)exp_ffn), &rng);
+			if (oss) {
+#define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
+				/* the router's and the experts' biases, a vector per expert: gate and up past the clamps at 7 */
+				tensor(w, B("ffn_gate_inp"), GGML_F32, 1, n_exp, f->router_zero ? 0 : 0.5f, 0, &rng);
+				tensor(w, B("ffn_gate_exps"), GGML_F32, n_exp, exp_ffn, 8.0f, 0, &rng);
+				tensor(w, B("ffn_up_exps"), GGML_F32, n_exp, exp_ffn, 8.0f, 0, &rng);
+				tensor(w, B("ffn_down_exps"), GGML_F32, n_exp, f->dim, 0.1f, 0, &rng);
+#undef B
+			}
 		} else if (phi3) {
 			tensor(w, N("ffn_up"), f->type, 2 * f->ffn_dim, f->dim, sd, 0, &rng);
 		} else {
@@ -501,11 +539,13 @@ fixture_write(const struct fixture *f, const char *path)
 		if (gemma3)
 			tensor(w, N("post_ffw_norm"), GGML_F32, 1, f->dim, 0.1f, 1, &rng);
 #undef N
-		if (f->arch && strcmp(f->arch, "qwen2") == 0) {
+		if ((f->arch && strcmp(f->arch, "qwen2") == 0) || oss) {
 #define B(s) (snprintf(name, sizeof name, "blk.%d." s ".bias", l), name)
-			tensor(w, B("attn_q"), GGML_F32, 1, f->dim, 0.5f, 0, &rng);
+			tensor(w, B("attn_q"), GGML_F32, 1, q_dim, 0.5f, 0, &rng);
 			tensor(w, B("attn_k"), GGML_F32, 1, kv_dim, 0.5f, 0, &rng);
 			tensor(w, B("attn_v"), GGML_F32, 1, kv_dim, 0.5f, 0, &rng);
+			if (oss)
+				tensor(w, B("attn_output"), GGML_F32, 1, f->dim, 0.1f, 0, &rng);
 #undef B
 		}
 	}

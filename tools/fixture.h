@@ -28,6 +28,11 @@ struct fixture {
 	int router_zero;	/* qwen3moe: a router of zeros, so that every expert ties */
 	int expert_ffn;		/* qwen3moe: an expert's width (0: ffn_dim) */
 	int expert_ffn_key;	/* qwen3moe, hostile: > 0, the expert width written, unlike the tensors' */
+	float yarn_factor;	/* > 0: rope.scaling yarn with this factor (gpt-oss: 32) */
+	const char *scaling;	/* and the rope.scaling.type written, if not "yarn" */
+	const char *extra_key;	/* hostile: one more f32 key of this name (1.0) */
+	int yarn_orig_ctx;	/* and its original_context_length */
+	int no_sinks;		/* gpt-oss: sinks of -1000, where they take nothing from the softmax */
 	uint64_t seed;
 };
 
@@ -43,6 +48,8 @@ void fixture_qwen25_05b(struct fixture *f, uint32_t type);
 void fixture_llama32_1b(struct fixture *f, uint32_t type);
 /* Qwen3-30B-A3B's shapes (qwen3moe: 128 experts of 768, 8 a token, 48 layers), for the benchmark with -L. */
 void fixture_qwen3_30b_a3b(struct fixture *f, uint32_t type);
+/* gpt-oss-20b's shapes (32 experts of 2880, 4 a token, 24 layers), for the benchmark with -L. */
+void fixture_gpt_oss_20b(struct fixture *f, uint32_t type);
 /* gemma-3-270m's and gemma-3-1b's shapes (gemma3, tied, a vocabulary of 262144), for the benchmark. */
 void fixture_gemma3_270m(struct fixture *f, uint32_t type);
 void fixture_gemma3_1b(struct fixture *f, uint32_t type);

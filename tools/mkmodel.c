@@ -12,8 +12,8 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q2_K|q3_K|iq4_nl|iq4_xs|q4_K_mix|q2_K_mix] "
-	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-L LAYERS] [-W SWA] [-P PATTERN] [-K SOFTCAP] [-R] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
+	fprintf(stderr, "usage: %s [-s tiny|small|smollm2-135m|qwen2.5-0.5b|llama3.2-1b|qwen3-30b-a3b|gpt-oss-20b|gemma3-270m|gemma3-1b] [-t f32|f16|bf16|q8_0|q4_0|...|q6_K|q2_K|q3_K|iq4_nl|iq4_xs|q4_K_mix|q2_K_mix] "
+	    "[-c CTX] [-S SEED] [-E EOS] [-v VOCAB | -V VOCAB.gguf] [-w STD] [-C CHAT] [-B PRE] [-A ARCH] [-L LAYERS] [-W SWA] [-P PATTERN] [-K SOFTCAP] [-R] [-Y] [-T EOT] [-M EOM] -o OUT.gguf\n", argv0);
 	exit(2);
 }
 
@@ -29,10 +29,10 @@ main(int argc, char *argv[])
 
 	argv0 = "mkmodel";
 	const char *chat = NULL, *bpe = NULL, *arch = NULL, *vocab_from = NULL;
-	int rope_freqs = 0, eot = 0, eom = 0, layers = 0, swa = -1, pattern = 0;
+	int rope_freqs = 0, eot = 0, eom = 0, layers = 0, swa = -1, pattern = 0, oss_rope = 0;
 	float softcap = 0;
 
-	while ((c = getopt(argc, argv, "s:t:c:S:E:v:V:w:C:B:A:L:W:P:K:RT:M:o:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:c:S:E:v:V:w:C:B:A:L:W:P:K:RYT:M:o:h")) != -1) {
 		switch (c) {
 		case 's': shape = optarg; break;
 		case 't': tname = optarg; break;
@@ -44,12 +44,13 @@ main(int argc, char *argv[])
 		case 'w': std = (float)atof(optarg); break;
 		case 'C': chat = optarg; break;
 		case 'B': bpe = optarg; break;
-		case 'A': arch = optarg; break;		/* llama, qwen2, qwen3, qwen3moe, phi3, gemma3 */
+		case 'A': arch = optarg; break;		/* llama, qwen2, qwen3, qwen3moe, phi3, gemma3, gpt-oss */
 		case 'L': layers = atoi(optarg); break;
-		case 'W': swa = atoi(optarg); break;	/* gemma3: the sliding window */
+		case 'W': swa = atoi(optarg); break;	/* gemma3, gpt-oss: the sliding window */
 		case 'P': pattern = atoi(optarg); break;	/* gemma3: sliding_window_pattern */
 		case 'K': softcap = (float)atof(optarg); break;	/* gemma3: final_logit_softcapping */
 		case 'R': rope_freqs = 1; break;	/* Llama 3's rope_freqs.weight */
+		case 'Y': oss_rope = 1; break;	/* gpt-oss-20b's RoPE: heads of 64, base 150000, YaRN 32 from 4096 */
 		case 'T': eot = atoi(optarg); break;
 		case 'M': eom = atoi(optarg); break;	/* a byte-level BPE vocabulary alone, pre-tokenizer PRE */
 		case 'o': out = optarg; break;
@@ -83,6 +84,8 @@ main(int argc, char *argv[])
 		fixture_llama32_1b(&f, type);
 	else if (strcmp(shape, "qwen3-30b-a3b") == 0)
 		fixture_qwen3_30b_a3b(&f, type);
+	else if (strcmp(shape, "gpt-oss-20b") == 0)
+		fixture_gpt_oss_20b(&f, type);
 	else if (strcmp(shape, "gemma3-270m") == 0)
 		fixture_gemma3_270m(&f, type);
 	else if (strcmp(shape, "gemma3-1b") == 0)
@@ -115,6 +118,25 @@ main(int argc, char *argv[])
 		f.n_layers = 7;
 		f.n_swa = 48;
 		f.rope_base = 1000000;
+	}
+	/*
+	 * -A gpt-oss on another shape: a window of 32 (a q8_0 cache's group), and YaRN 32 from a
+	 * context of 128 with a RoPE base of 4, so that its ramp spans every
+	 * dimension unclamped by either end, and llama.cpp's rounding of
+	 * the ends (rope_yarn in lib/rope.c) changes nothing: the fixture
+	 * checks the rest of YaRN against llama.cpp.
+	 */
+	if (arch && strcmp(arch, "gpt-oss") == 0 && !f.n_swa) {
+		f.n_swa = 32;
+		f.yarn_factor = 32;
+		f.yarn_orig_ctx = 128;
+		f.rope_base = 4;
+	}
+	if (oss_rope) {
+		struct fixture g;
+		fixture_gpt_oss_20b(&g, type);
+		f.head_dim = g.head_dim, f.rope_base = g.rope_base;
+		f.yarn_factor = g.yarn_factor, f.yarn_orig_ctx = g.yarn_orig_ctx;
 	}
 	if (layers > 0)
 		f.n_layers = layers;

@@ -52,7 +52,7 @@ struct kernels {
 	/* the attention kernels of kernels.h */
 	void (*attn_values)(int n_pos, int heads, const float *att, size_t ld_att,
 	    const float *v, size_t ld_v, int dim, float *out, size_t ld_out, int accumulate);
-	void (*softmax)(float *x, int n, float scale);
+	void (*softmax)(float *x, int n, float scale, float sink);
 	void (*silu_mul)(float *g, const float *u, size_t n);
 	void (*group_scores)(int q4, const void *groups, size_t group_bytes, int n_groups, int dim,
 	    const float *q, size_t ldq, int T, float *out, size_t ld_out);
