@@ -37,6 +37,7 @@ static const struct gguf_type_info type_info[GGML_NTYPES] = {
 	[GGML_IQ4_NL] = { "iq4_nl", 32, 18 },
 	[GGML_IQ4_XS] = { "iq4_xs", 256, 136 },
 	[GGML_BF16] = { "bf16", 1,   2 },
+	[GGML_MXFP4] = { "mxfp4", 32, 17 },
 };
 
 const struct gguf_type_info *

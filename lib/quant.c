@@ -18,6 +18,18 @@ float quant_f16_table[1 << 16];
 float quant_i8_table[256];
 /* iq4_nl's and iq4_xs's 16 values, ggml's kvalues_iq4nl */
 const int8_t quant_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+/* E2M1's values doubled, ggml's kvalues_mxfp4 */
+const int8_t quant_mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+
+float
+quant_e8m0_half(uint8_t e)
+{
+	uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+	float f;
+
+	memcpy(&f, &bits, 4);
+	return f;
+}
 
 float
 f16_to_f32(uint16_t h)
@@ -222,7 +234,7 @@ quant_supported(uint32_t type)
 	case GGML_F32: case GGML_F16: case GGML_BF16: case GGML_Q8_0:
 	case GGML_Q4_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1:
 	case GGML_Q2_K: case GGML_Q3_K: case GGML_Q4_K: case GGML_Q5_K: case GGML_Q6_K:
-	case GGML_IQ4_NL: case GGML_IQ4_XS:
+	case GGML_IQ4_NL: case GGML_IQ4_XS: case GGML_MXFP4:
 		return 1;
 	}
 	return 0;
@@ -231,7 +243,7 @@ quant_supported(uint32_t type)
 const char *
 quant_supported_list(void)
 {
-	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs";
+	return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4";
 }
 
 size_t
@@ -346,6 +358,15 @@ quant_dequant_chunk(uint32_t type, const void *row, int k, int n, float *out)
 		for (i = 0; i < n; i++) {
 			l = off % 32 + i;
 			out[i] = d * (float)(quant_k2_bits(b->qs, j, l) - ((b->hmask[l] >> j) & 1 ? 0 : 4));
+		}
+		return;
+	}
+	case GGML_MXFP4: {
+		const struct block_mxfp4 *bl = (const struct block_mxfp4 *)row + k / 32;
+		d = quant_e8m0_half(bl->e);
+		for (i = 0, off = k % 32; i < n; i++) {
+			j = off + i;
+			out[i] = (float)quant_mxfp4_values[j < 16 ? bl->qs[j] & 0xf : bl->qs[j - 16] >> 4] * d;
 		}
 		return;
 	}
@@ -491,6 +512,14 @@ quant_iblock(uint32_t type, const void *row, int b, int16_t *q, float *m)
 			q[i + 16] = quant_iq4_values[bl->qs[i] >> 4];
 		}
 		return f16_table[bl->d];
+	}
+	case GGML_MXFP4: {
+		const struct block_mxfp4 *bl = (const struct block_mxfp4 *)row + b;
+		for (i = 0; i < 16; i++) {
+			q[i] = quant_mxfp4_values[bl->qs[i] & 0xf];
+			q[i + 16] = quant_mxfp4_values[bl->qs[i] >> 4];
+		}
+		return quant_e8m0_half(bl->e);
 	}
 	case GGML_IQ4_XS: {
 		const struct block_iq4_xs *bl = (const struct block_iq4_xs *)row + b / 8;

@@ -111,6 +111,23 @@ struct block_iq4_xs {
 
 extern const int8_t quant_iq4_values[16];
 
+/*
+ * mxfp4 (OCP Microscaling, as gpt-oss's experts come): 32 FP4 (E2M1)
+ * values sharing an E8M0 scale e, w = 2^(e - 127) * fp4.  ggml stores
+ * each value doubled, an integer (quant_mxfp4_values: 0, 1, 2, 3, 4, 6,
+ * 8, 12 and their negatives), with the scale halved: w = value *
+ * quant_e8m0_half(e).  Nibbles are q4_0's.
+ */
+struct block_mxfp4 {
+	uint8_t e;
+	uint8_t qs[16];
+};
+
+extern const int8_t quant_mxfp4_values[16];
+
+/* 2^(e - 128), exactly (e = 0 and 1 are subnormal), as ggml's GGML_E8M0_TO_FP32_HALF */
+float quant_e8m0_half(uint8_t e);
+
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);

@@ -4,8 +4,10 @@
 # IQ4_XS files from a random F32 model of SmolLM2's width (576: most
 # rows fall back to q4_0, q5_0, q5_1, iq4_nl as in real downloads of
 # such models, ffn_down's 1536 keep the type), a Q2_K file from one 256
-# wide (at 576 a Q2_K file holds no q2_K), and an F32 copy of each that
-# holds ggml's dequantization of every tensor.  Then:
+# wide (at 576 a Q2_K file holds no q2_K), an MXFP4_MOE file (mxfp4
+# experts, the rest q8_0, as gpt-oss's) from a gpt-oss one (issue 48),
+# and an F32 copy of each that holds ggml's dequantization of every
+# tensor.  Then:
 #   - tools/wdigest expands every tensor of the file to the very floats
 #     of the copy (the reference dequantization is ggml's, bit for bit);
 #   - llm-decode --score of the file agrees with ref-score of the copy as
@@ -26,12 +28,13 @@ meanabs() {
 
 prepare() {
 	[ -x "$REF/llama-quantize" ] && [ -x "$REF/ref-score" ] || skip "$REF/llama-quantize or ref-score not present"
-	[ -f "$TMP/f32.gguf" ] && [ -f "$TMP/small-f32.gguf" ] && return 0
+	[ -f "$TMP/f32.gguf" ] && [ -f "$TMP/small-f32.gguf" ] && [ -f "$TMP/oss-f32.gguf" ] && return 0
 	"$PWD/tools/mkmodel" -s smollm2-135m -L 2 -v 2048 -w 0.05 -t f32 -o "$TMP/f32.gguf" || fail "mkmodel"
 	"$PWD/tools/mkmodel" -s small -v 2048 -w 0.05 -t f32 -o "$TMP/small-f32.gguf" || fail "mkmodel"
+	"$PWD/tools/mkmodel" -s small -A gpt-oss -v 2048 -w 0.05 -t f32 -o "$TMP/oss-f32.gguf" || fail "mkmodel"
 	awk 'BEGIN { x = 11; for (i = 0; i < 200; i++) { x = (x * 1103515245 + 12345) % 2147483648; print int(x / 65536) % 2048 } }' \
 		>"$TMP/ids"
-	for m in f32 small-f32; do
+	for m in f32 small-f32 oss-f32; do
 		"$REF/ref-score" "$TMP/$m.gguf" <"$TMP/ids" >"$TMP/ref-$m" 2>/dev/null || fail "ref-score $m"
 		"$D" -m "$TMP/$m.gguf" --score <"$TMP/ids" >"$TMP/ours-$m" || fail "llm-decode $m"
 	done
@@ -50,7 +53,7 @@ quantized() {
 files_of_llama_cpps_quantizer_read_as_ggml_reads_them() {
 	prepare
 	for spec in Q3_K_S:q3_K:f32 Q3_K_M:q4_K:f32 Q3_K_L:q5_K:f32 IQ4_NL:iq4_nl:f32 IQ4_XS:iq4_xs:f32 \
-	    Q2_K:q2_K:small-f32; do
+	    Q2_K:q2_K:small-f32 MXFP4_MOE:mxfp4:oss-f32; do
 		ty=${spec%%:*} from=${spec##*:} want=${spec#*:}
 		quantized "$ty" "${want%%:*}" "$from"
 		"$PWD/tools/wdigest" "$TMP/$ty-f32.gguf" >"$TMP/$ty-f32.wd" || fail "wdigest $ty F32"

@@ -191,6 +191,8 @@ tensor(struct ggufw *w, const char *name, uint32_t type, int rows, int cols,
 	fill(x, (size_t)rows * cols, scale, offset, rng);
 	if (mix && rows > 1 && type != GGML_F32)	/* what is asked in f32 stays f32 */
 		type = mix_type(name, mix_layer);
+	if (type == GGML_MXFP4)		/* as gpt-oss's files: mxfp4 experts (tensor3), the rest q8_0 */
+		type = GGML_Q8_0;
 	if (rows > 1)
 		type = fallback_type(type, cols);
 	ggufw_tensor(w, name, type, rows == 1 ? 1 : 2, ne, x);

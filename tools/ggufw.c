@@ -394,28 +394,41 @@ quantize_q2_K(const float *x, void *out, size_t n)
 	}
 }
 
-/* The iq4 value nearest v */
+/* The index of the value of a table of 16 (iq4's, mxfp4's) nearest v */
 static int
-iq4_nearest(float v)
+table_nearest(const int8_t *values, float v)
 {
 	int best = 0, k;
 
 	for (k = 1; k < 16; k++)
-		if (fabsf(v - quant_iq4_values[k]) < fabsf(v - quant_iq4_values[best]))
+		if (fabsf(v - values[k]) < fabsf(v - values[best]))
 			best = k;
 	return best;
 }
 
-/* 32 weights to iq4 nibbles at scale d (q4_0's order) */
+/* 32 weights to nibbles of a table at scale d (q4_0's order) */
 static void
-iq4_pack(const float *xb, float d, uint8_t *qs)
+table_pack(const int8_t *values, const float *xb, float d, uint8_t *qs)
 {
 	float id = d ? 1 / d : 0;
 	int q[32], j;
 
 	for (j = 0; j < 32; j++)
-		q[j] = iq4_nearest(xb[j] * id);
+		q[j] = table_nearest(values, xb[j] * id);
 	pack32(q, qs, NULL);
+}
+
+/* mxfp4: the scale as ggml's reference quantizer picks it, 2^(floor(log2 amax) - 2) halved */
+static void
+quantize_mxfp4(const float *x, void *out, size_t n)
+{
+	for (int i = 0; i < (int)n / 32; i++) {
+		struct block_mxfp4 *b = (struct block_mxfp4 *)out + i;
+		float amax = fabsf(signed_max(x + 32 * i, 32));
+		int e = amax > 0 ? (int)floorf(log2f(amax)) - 2 + 127 : 0;
+		b->e = (uint8_t)clampi(e, 0, 255);
+		table_pack(quant_mxfp4_values, x + 32 * i, quant_e8m0_half(b->e), b->qs);
+	}
 }
 
 /* iq4_nl: d maps the block's largest magnitude to -127, the table's end */
@@ -426,7 +439,7 @@ quantize_iq4_nl(const float *x, void *out, size_t n)
 		struct block_iq4_nl *b = (struct block_iq4_nl *)out + i;
 		float d = f16_to_f32(f32_to_f16(signed_max(x + 32 * i, 32) / -127));
 		b->d = f32_to_f16(d);
-		iq4_pack(x + 32 * i, d, b->qs);
+		table_pack(quant_iq4_values, x + 32 * i, d, b->qs);
 	}
 }
 
@@ -448,7 +461,7 @@ quantize_iq4_xs(const float *x, void *out, size_t n)
 			int ls = clampi(d ? (int)lrintf(scale[j] / d) : 0, -32, 31) + 32;
 			b->scales_l[j / 2] |= (uint8_t)((ls & 0xf) << (4 * (j % 2)));
 			b->scales_h |= (uint16_t)((ls >> 4) << (2 * j));
-			iq4_pack(xb + 32 * j, d * (float)(ls - 32), b->qs + 16 * j);
+			table_pack(quant_iq4_values, xb + 32 * j, d * (float)(ls - 32), b->qs + 16 * j);
 		}
 	}
 }
@@ -484,6 +497,7 @@ quantize_row(uint32_t type, const float *x, void *out, size_t n)
 	case GGML_Q2_K: quantize_q2_K(x, out, n); break;
 	case GGML_IQ4_NL: quantize_iq4_nl(x, out, n); break;
 	case GGML_IQ4_XS: quantize_iq4_xs(x, out, n); break;
+	case GGML_MXFP4: quantize_mxfp4(x, out, n); break;
 	default:
 		die(1, "quantize_row: no quantizer for %s", gguf_type_name(type));
 	}

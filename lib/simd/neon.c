@@ -407,6 +407,14 @@ nload(int type, const char *row, int b, int8x16_t *w, int *sc, float *m)
 		sc[0] = sc[1] = quant_xs_scale(b % 8, bx) - 32;
 		return quant_f16_table[bx->d];
 	}
+	case GGML_MXFP4: {
+		const struct block_mxfp4 *bl = (const struct block_mxfp4 *)row + b;
+		uint8x16_t q = vld1q_u8(bl->qs);
+		int8x16_t table = vld1q_s8(quant_mxfp4_values);
+		w[0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0f)));
+		w[1] = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+		return quant_e8m0_half(bl->e);
+	}
 	case GGML_Q6_K: {
 		const struct block_q6_K *bl = (const struct block_q6_K *)row + b / 8;
 		int off = b % 8 * 32, half = off / 128, quarter = off % 128 / 32;

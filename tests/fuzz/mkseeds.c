@@ -65,10 +65,14 @@ models(void)
 		if (fixture_write(&f, path) < 0)
 			die(1, "%s:", path);
 	}
-	/* the other families (qwen3moe: 4 experts, 2 a token), and Llama 3's rope factors */
-	static const char *arch[] = { "qwen2", "qwen3", "phi3", "qwen3moe", "llama" };
+	/*
+	 * the other families (qwen3moe, gpt-oss: 4 experts, 2 a token; gpt-oss's
+	 * mxfp4, a window of 8, YaRN), and Llama 3's rope factors
+	 */
+	static const char *arch[] = { "qwen2", "qwen3", "phi3", "qwen3moe", "llama", "gpt-oss" };
 	for (i = 0; i < sizeof arch / sizeof arch[0]; i++) {
-		fixture_tiny(&f, GGML_F32);
+		fixture_tiny(&f, i == 5 ? GGML_MXFP4 : GGML_F32);
+		f.n_swa = 8, f.yarn_factor = i == 5 ? 32 : 0, f.yarn_orig_ctx = 64;
 		f.n_layers = 1, f.vocab = 32, f.ctx = 64;
 		f.dim = 32, f.n_heads = 2, f.n_kv_heads = 1, f.ffn_dim = 32;
 		f.n_expert = 4;
