@@ -1,6 +1,7 @@
 /*
  * pretok.c: a backtracking regex matcher, enough for the pre-tokenizer
- * patterns: literals, classes with ranges and \p{L} \p{N} \p{P} \s,
+ * patterns: literals, classes with ranges and \p{L} \p{N} \p{P} \s (and the
+ * letters' \p{Lu} \p{Ll} \p{Lt} \p{Lm} \p{Lo}),
  * groups (?:...), negative lookahead (?!...), alternation, the
  * quantifiers ? * + {n} {n,m} (greedy), and $.  Alternatives are tried
  * in order, as in the Oniguruma and fancy-regex engines that Hugging
@@ -16,7 +17,7 @@
 /* ---- character classes ---- */
 
 enum { CL_L = 1 << UC_L, CL_M = 1 << UC_M, CL_N = 1 << UC_N, CL_P = 1 << UC_P,
-	CL_S = 1 << UC_S, CL_Z = 1 << UC_Z, CL_C = 1 << UC_C, CL_SPACE = 1 << 8 };
+	CL_S = 1 << UC_S, CL_Z = 1 << UC_Z, CL_C = 1 << UC_C, CL_SPACE = 1 << 16 };
 
 struct cclass {
 	int negate;
@@ -32,7 +33,8 @@ class_has(const struct cclass *c, uint32_t cp)
 	int in = 0, i;
 
 	if (c->cats) {
-		unsigned bits = 1u << unicode_category(cp);
+		int sub = unicode_subcategory(cp);
+		unsigned bits = 1u << sub | (sub >= UC_Lu ? CL_L : 0);
 		if (cp < UNICODE_RAW && unicode_is_space(cp))
 			bits |= CL_SPACE;
 		in = (bits & c->cats) != 0;
@@ -170,6 +172,18 @@ parse_escape(struct regex *re, struct cclass *c, uint32_t *lit)
 	case 's': c->cats |= CL_SPACE; return 1;
 	case 'S': c->notcats |= CL_SPACE; return 1;
 	case 'p':
+		if (re->end - re->p >= 4 && re->p[0] == '{' && re->p[1] == 'L' && re->p[3] == '}') {
+			switch (re->p[2]) {	/* a letter's own category */
+			case 'u': c->cats |= 1u << UC_Lu; break;
+			case 'l': c->cats |= 1u << UC_Ll; break;
+			case 't': c->cats |= 1u << UC_Lt; break;
+			case 'm': c->cats |= 1u << UC_Lm; break;
+			case 'o': c->cats |= 1u << UC_Lo; break;
+			default: re->err = "unknown category"; return -1;
+			}
+			re->p += 4;
+			return 1;
+		}
 		if (re->end - re->p < 3 || re->p[0] != '{' || re->p[2] != '}') {
 			re->err = "bad \\p{...}";
 			return -1;
@@ -617,6 +631,7 @@ regex_match_at(const struct regex *re, const uint32_t *cps, size_t n, size_t i)
 #define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 /* llama.cpp's spelling of (?i:'s|'t|...) */
 #define CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#define O200K_CONTRACTIONS "(?:'[sS\u017F]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 
 static const struct pretok_def {
 	const char *names;	/* space-separated tokenizer.ggml.pre values */
@@ -632,6 +647,17 @@ static const struct pretok_def {
 	{ " qwen2 stablelm2 ", 0,
 	    { CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
 	      "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" } },
+	/*
+	 * o200k (gpt-oss, GPT-4o), as tiktoken writes it: a word is its
+	 * capitals then its small letters, or capitals alone (camelCase
+	 * splits), marks in both, (?i:'s|'t|...) after it (case folding also
+	 * takes U+017F, long s, for s).  llama.cpp stands ASCII's case in for
+	 * Lu and Ll ([^a-z], [^A-Z]), which splits non-ASCII words otherwise.
+	 */
+	{ " gpt-4o ", 0,
+	    { "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" O200K_CONTRACTIONS "?"
+	      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" O200K_CONTRACTIONS "?"
+	      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" } },
 	{ " falcon ", 0,
 	    { "[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2_RE, "[0-9][0-9][0-9]" } },
 	{ " deepseek-llm ", 0,

@@ -4,6 +4,14 @@
 int
 unicode_category(uint32_t cp)
 {
+	int c = unicode_subcategory(cp);
+
+	return c >= UC_Lu ? UC_L : c;
+}
+
+int
+unicode_subcategory(uint32_t cp)
+{
 	int lo = 0, hi = unicode_nranges - 1, mid;
 
 	if (cp < 0x80) {
@@ -13,7 +21,7 @@ unicode_category(uint32_t cp)
 		if (cp == ' ')
 			return UC_Z;
 		if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z')
-			return UC_L;
+			return cp >= 'a' ? UC_Ll : UC_Lu;
 		if (cp >= '0' && cp <= '9')
 			return UC_N;
 		if (cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' ||

@@ -5,8 +5,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Major general categories; C covers Cc, Cf, Cs, Co and unassigned. */
-enum { UC_C, UC_L, UC_M, UC_N, UC_P, UC_S, UC_Z };
+/*
+ * Major general categories; C covers Cc, Cf, Cs, Co and unassigned.  The
+ * table holds letters as their own categories, Lu to Lo, which
+ * unicode_category answers as L and unicode_subcategory as they are.
+ */
+enum { UC_C, UC_L, UC_M, UC_N, UC_P, UC_S, UC_Z, UC_Lu, UC_Ll, UC_Lt, UC_Lm, UC_Lo };
 
 struct unicode_range {
 	uint32_t lo, hi;
@@ -24,6 +28,7 @@ extern const int unicode_nranges;
 #define UNICODE_RAW 0x110000u
 
 int unicode_category(uint32_t cp);
+int unicode_subcategory(uint32_t cp);	/* a letter's Lu, Ll, Lt, Lm or Lo; else as unicode_category */
 int unicode_is_space(uint32_t cp);	/* the White_Space property, as \s */
 
 /* Decode one code point from s[0..n), n > 0; returns the bytes used (>= 1). */

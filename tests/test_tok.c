@@ -208,6 +208,40 @@ pretokenizers_split_like_their_upstream_regexes(void)
 }
 
 /*
+ * o200k (gpt-4o: gpt-oss's) against tiktoken's pattern as Python's regex
+ * module (an engine independent of ours) runs it, \p{Lu} to \p{Lo} and
+ * (?i:...) included: camelCase and capitals, accented, Cyrillic and Greek
+ * words, marks (Devanagari), Lo (CJK), Lt (U+01C5), Lm (U+02B0), the
+ * contractions in any case and with long s (U+017F), digits in threes,
+ * punctuation taking newlines and slashes.
+ */
+static void
+o200k_splits_as_tiktoken(void)
+{
+	static const struct { const char *text, *want; } cases[] = {
+		{ "HelloWorld's HTTPServer camelCase \xc3""\x89""COLE \xc3""\x89""cole na\xc3""\xaf""ve",
+		    "Hello|World's| HTTPServer| camel|Case| \xc3""\x89""COLE| \xc3""\x89""cole| na\xc3""\xaf""ve" },
+		{ "I'VE done it; he'S \xc5""\xbf"" Bob'\xc5""\xbf""",
+		    "I'VE| done| it|;| he'S| \xc5""\xbf""| Bob'\xc5""\xbf""" },
+		{ "123456 7890\n\n  x/\n",
+		    "123|456| |789|0|\n\n| | x|/\n" },
+		{ "a//\n\nb  !!\n/",
+		    "a|//\n\n|b| | !!\n/" },
+		{ "\xd0""\x9f""\xd1""\x80""\xd0""\xb8""\xd0""\xb2""\xd0""\xb5""\xd1""\x82"" \xd0""\x9c""\xd0""\x98""\xd0""\xa0""\xd1""\x83"" \xce""\x91""\xce""\x92""\xce""\x93"" \xce""\xb1""\xce""\xb2""\xce""\xb3""",
+		    "\xd0""\x9f""\xd1""\x80""\xd0""\xb8""\xd0""\xb2""\xd0""\xb5""\xd1""\x82""| \xd0""\x9c""\xd0""\x98""\xd0""\xa0""\xd1""\x83""| \xce""\x91""\xce""\x92""\xce""\x93""| \xce""\xb1""\xce""\xb2""\xce""\xb3""" },
+		{ "\xe0""\xa4""\xa8""\xe0""\xa4""\xae""\xe0""\xa4""\xb8""\xe0""\xa5""\x8d""\xe0""\xa4""\xa4""\xe0""\xa5""\x87"" \xe4""\xb8""\xad""\xe6""\x96""\x87""\xe5""\xad""\x97""\xe7""\xac""\xa6"" \xc7""\x85""ungla \xca""\xb0""ello",
+		    "\xe0""\xa4""\xa8""\xe0""\xa4""\xae""\xe0""\xa4""\xb8""\xe0""\xa5""\x8d""\xe0""\xa4""\xa4""\xe0""\xa5""\x87""| \xe4""\xb8""\xad""\xe6""\x96""\x87""\xe5""\xad""\x97""\xe7""\xac""\xa6""| \xc7""\x85""ungla| \xca""\xb0""ello" },
+		{ "x  y   \n z",
+		    "x| | y|   \n| z" },
+		{ "CAPS'LL lower'Ll",
+		    "CAPS'LL| lower'Ll" },
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		check_split("gpt-4o", cases[i].text, cases[i].want);
+}
+
+/*
  * deepseek-llm against its upstream pattern, with the pattern's true
  * code points: ASCII punctuation, Latin-1, Hebrew, Arabic, Devanagari,
  * the Greek and letterlike code points that normalization changes, and
@@ -355,7 +389,7 @@ every_pre_tokenizer_encodes_with_a_small_vocabulary(void)
 {
 	static const char *names[] = { "default", "gpt-2", "mpt", "gpt-neox", "starcoder",
 	    "smollm", "refact", "llama3", "llama-bpe", "qwen2", "falcon", "deepseek-llm",
-	    "deepseek-coder" };
+	    "deepseek-coder", "gpt-4o" };
 	const int hello_world[] = { 259, 264 };
 	char path[512];
 
@@ -724,6 +758,7 @@ main(void)
 	TEST(llama_spm_reference_vectors);
 	TEST(llama_spm_word_split_changes_nothing);
 	TEST(pretokenizers_split_like_their_upstream_regexes);
+	TEST(o200k_splits_as_tiktoken);
 	TEST(deepseek_llm_splits_as_its_upstream_pattern);
 	TEST(every_pretokenizer_is_linear_on_long_runs);
 	TEST(one_tokenizer_encodes_in_many_threads);

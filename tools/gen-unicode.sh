@@ -1,7 +1,8 @@
 #!/bin/sh
 # gen-unicode.sh: build lib/unicode_table.c from Unicode's UnicodeData.txt
 # (Debian package unicode-data).  The table maps code point ranges to
-# their major general category (L, M, N, P, S, Z, C); code points not
+# their major general category (M, N, P, S, Z, C), letters to their own
+# (Lu, Ll, Lt, Lm, Lo: o200k's pattern tells them apart); code points not
 # listed are unassigned (Cn, so C).  The output is committed, so a build
 # needs nothing installed.
 #
@@ -20,7 +21,9 @@ function hex(s,    i, v) {
 }
 function major(gc) {
 	c = substr(gc, 1, 1)
-	return (c == "L") ? "UC_L" : (c == "M") ? "UC_M" : (c == "N") ? "UC_N" : \
+	if (c == "L")
+		return "UC_L" tolower(substr(gc, 2, 1))
+	return (c == "M") ? "UC_M" : (c == "N") ? "UC_N" : \
 	    (c == "P") ? "UC_P" : (c == "S") ? "UC_S" : (c == "Z") ? "UC_Z" : "UC_C"
 }
 function emit(lo, hi, cat) {
