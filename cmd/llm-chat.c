@@ -153,6 +153,7 @@ turn(struct chat *c, const char *text, int *interrupted)
 	double t0 = now_seconds(), t_first = 0, t_last = 0;
 	struct batch_seq q;
 	struct tok_decoder dec;
+	struct chat_view view;
 	struct buf reply = { 0 }, piece = { 0 };
 	size_t shown = 0;
 	long computed = c->b.computed;
@@ -175,6 +176,7 @@ turn(struct chat *c, const char *text, int *interrupted)
 	batch_start(&c->b, &q, c->conv.v, (int)c->conv.n, &c->kv, c->kv.seq_len,
 	    c->n_predict < room ? c->n_predict : room);
 	tok_decoder_init(&dec, &c->tok, 0);
+	chat_view_init(&view, &c->tok, c->family);
 	end = END_TURN;
 	while (q.state != SEQ_DONE) {
 		/* the prompt goes through whatever comes: the cache keeps whole turns */
@@ -191,6 +193,8 @@ turn(struct chat *c, const char *text, int *interrupted)
 		for (; shown < q.gen.n; shown++) {
 			if (shown == 0)
 				t_first = now_seconds();
+			if (!chat_shown(&view, q.gen.v[shown]))	/* harmony's analysis */
+				continue;
 			piece.n = 0;
 			tok_decode(&dec, q.gen.v[shown], &piece);
 			buf_add(&reply, piece.s, piece.n);
@@ -404,6 +408,12 @@ template(struct chat *c, const struct opts *o)
 		chat_close(&c->tok, c->family, &ids);
 		c->close_len = (int)ids.n;
 		ids_free(&ids);
+		if (c->family == CHAT_HARMONY && chat_end_id(&c->tok, c->family) < 0)
+			die(1, "%s: the harmony template needs the control token <|return|>, which the "
+			    "vocabulary lacks", model);
+		if (c->family == CHAT_HARMONY && !c->quiet)
+			weprintf("%s: harmony: a reply shows its final channel; its analysis goes to the "
+			    "cache, not the screen", model);
 	} else if (!c->quiet)
 		weprintf("%s: no chat template: each line continues the text", model);
 }

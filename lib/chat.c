@@ -12,7 +12,7 @@
 #include "chat.h"
 #include "util.h"
 
-static const char *const names[] = { "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma" };
+static const char *const names[] = { "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma", "harmony" };
 static const char *const roles[] = { "system", "user", "assistant" };
 
 const char *
@@ -56,7 +56,9 @@ chat_detect(const struct gguf *g)
 
 	if (gguf_get_str(g, "tokenizer.chat_template", &tpl) != 1)
 		return CHAT_NONE;
-	/* the most specific markers first: Phi-3 and Zephyr share <|user|> */
+	/* the most specific markers first: Phi-3 and Zephyr share <|user|>, harmony <|end|> with Phi-3 */
+	if (has(&tpl, "<|channel|>") && has(&tpl, "<|start|>"))
+		return CHAT_HARMONY;
 	if (has(&tpl, "<|im_start|>"))
 		return CHAT_CHATML;
 	if (has(&tpl, "<|start_header_id|>"))
@@ -344,6 +346,19 @@ chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs, s
 		llm_seterr("unknown chat template (known: %s)", chat_names());
 		return -1;
 	}
+	/*
+	 * harmony (gpt-oss) opens with its system message, always, as
+	 * openai-harmony's renderer writes it by default: no current date,
+	 * reasoning medium.  A system message of the conversation is the
+	 * developer's instructions.
+	 */
+	if (family == CHAT_HARMONY) {
+		r.out = from == 0 ? out : NULL;
+		ctl(&r, "<|start|>"), raw(&r, "system"), ctl(&r, "<|message|>");
+		raw(&r, "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\n"
+		    "Reasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
+		    "included for every message."), ctl(&r, "<|end|>");
+	}
 	for (i = 0; i < n_msgs; i++) {
 		const struct chat_msg *m = &msgs[i];
 		const char *role = roles[m->role];
@@ -374,6 +389,15 @@ chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs, s
 				marker(&r, m->role == CHAT_USER ? "<|user|>" : "<|assistant|>");
 			raw(&r, "\n"), raw(&r, m->text);
 			ctl(&r, family == CHAT_PHI3 ? "<|end|>" : "</s>"), raw(&r, "\n");
+			break;
+		case CHAT_HARMONY:	/* <|start|>ROLE<|message|>TEXT<|end|>; the assistant's on the final channel */
+			ctl(&r, "<|start|>"), raw(&r, m->role == CHAT_SYSTEM ? "developer" : role);
+			if (m->role == CHAT_ASSISTANT)
+				ctl(&r, "<|channel|>"), raw(&r, "final");
+			ctl(&r, "<|message|>");
+			if (m->role == CHAT_SYSTEM)
+				raw(&r, "# Instructions\n\n");
+			raw(&r, m->text), ctl(&r, "<|end|>");
 			break;
 		case CHAT_LLAMA2:
 		case CHAT_GEMMA:
@@ -414,6 +438,7 @@ chat_render_from(const struct tok *t, int family, const struct chat_msg *msgs, s
 	case CHAT_ZEPHYR: case CHAT_PHI3: marker(&r, "<|assistant|>"), raw(&r, "\n"); break;
 	case CHAT_GEMMA: ctl(&r, "<start_of_turn>"), raw(&r, "model\n"); break;
 	case CHAT_LLAMA2: break;	/* the answer follows [/INST] */
+	case CHAT_HARMONY: ctl(&r, "<|start|>"), raw(&r, "assistant"); break;
 	}
 	flush(&r);
 	buf_free(&r.raw);
@@ -437,6 +462,7 @@ close_token(int family)
 	case CHAT_PHI3: return "<|end|>";
 	case CHAT_GEMMA: return "<end_of_turn>";
 	case CHAT_ZEPHYR: case CHAT_LLAMA2: return "</s>";
+	case CHAT_HARMONY: return "<|end|>";
 	}
 	return NULL;
 }
@@ -458,8 +484,65 @@ chat_close(const struct tok *t, int family, struct ids *out)
 int
 chat_end_id(const struct tok *t, int family)
 {
-	const char *tk = close_token(family);
+	const char *tk = family == CHAT_HARMONY ? "<|return|>" : close_token(family);
 	int id = tk ? tok_lookup(t, tk, strlen(tk)) : -1;
 
 	return id >= 0 && t->type[id] == TT_CONTROL ? id : -1;
+}
+
+/* harmony's states: the role after <|start|>, a channel's name, a message's text, between */
+enum { V_BETWEEN, V_ROLE, V_CHANNEL, V_TEXT };
+
+void
+chat_view_init(struct chat_view *v, const struct tok *t, int family)
+{
+	memset(v, 0, sizeof *v);
+	v->t = t;
+	v->family = family;
+	v->state = V_ROLE;	/* the reply starts after <|start|>assistant */
+}
+
+/* id is the control token s */
+static int
+is_ctl(const struct tok *t, int id, const char *s)
+{
+	size_t n = strlen(s);
+
+	return t->type[id] == TT_CONTROL && t->piece[id].n == n && memcmp(t->piece[id].s, s, n) == 0;
+}
+
+int
+chat_shown(struct chat_view *v, int id)
+{
+	const struct tok *t = v->t;
+
+	if (v->family != CHAT_HARMONY)
+		return 1;
+	if (is_ctl(t, id, "<|start|>")) {
+		v->state = V_ROLE;
+	} else if (is_ctl(t, id, "<|channel|>")) {
+		v->state = V_CHANNEL;
+		v->n_channel = 0;
+	} else if (is_ctl(t, id, "<|message|>")) {
+		v->state = V_TEXT;
+	} else if (t->type[id] == TT_CONTROL) {	/* <|end|>, <|return|>, <|call|>, <|constrain|>, ... */
+		v->state = V_BETWEEN;
+	} else if (v->state == V_CHANNEL) {	/* the name, as it comes */
+		struct buf b = { 0 };
+		tok_piece(t, id, 0, &b);
+		for (size_t i = 0; i < b.n && v->n_channel < (int)sizeof v->channel - 1; i++)
+			v->channel[v->n_channel++] = b.s[i];
+		v->channel[v->n_channel] = '\0';
+		buf_free(&b);
+	} else if (v->state == V_TEXT) {
+		/*
+		 * the channel's first word ("commentary to=functions.f" names a
+		 * recipient after it), after any space: SentencePiece's U+2581 too
+		 */
+		const char *w = v->channel, *sp = " \t\n\xe2";
+		while (*w && strchr(" \t\n", *w) ? 1 : strncmp(w, "\xe2\x96\x81", 3) == 0)
+			w += *w == '\xe2' ? 3 : 1;
+		return strncmp(w, "final", 5) == 0 && (w[5] == '\0' || strchr(sp, w[5]));
+	}
+	return 0;
 }

@@ -9,9 +9,10 @@
 #include "util.h"
 
 /* The template families, recognized as llama.cpp recognizes them. */
-enum { CHAT_NONE = -1, CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_ZEPHYR, CHAT_PHI3, CHAT_GEMMA };
+enum { CHAT_NONE = -1, CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_ZEPHYR, CHAT_PHI3, CHAT_GEMMA,
+	CHAT_HARMONY };
 
-/* "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma"; NULL otherwise. */
+/* "chatml", "llama3", "llama2", "zephyr", "phi3", "gemma", "harmony"; NULL otherwise. */
 const char *chat_name(int family);
 /* The family of a name, or CHAT_NONE. */
 int chat_parse(const char *name);
@@ -78,6 +79,30 @@ int chat_render_from(const struct tok *t, int family, const struct chat_msg *msg
     size_t n_msgs, size_t from, struct ids *out);
 /* The control token that ends an assistant's message after its text; 0 or -1 with llm_err(). */
 int chat_close(const struct tok *t, int family, struct ids *out);
+/*
+ * The control token that ends the assistant's reply as generated, or -1:
+ * chat_close's, but harmony's <|return|> (its messages end with <|end|>).
+ */
+int chat_end_id(const struct tok *t, int family);
+
+/*
+ * What of a reply a reader sees.  harmony's reply is messages on
+ * channels, <|channel|>NAME<|message|>TEXT<|end|>, each after
+ * <|start|>assistant but the first: only the final channel's text is
+ * the answer; the analysis (its reasoning) and commentary are not.  Fed
+ * the reply's ids one at a time, chat_shown says whether the id's text
+ * is shown.  The other families show every id.
+ */
+struct chat_view {
+	const struct tok *t;
+	int family;
+	int state;		/* harmony: where in a message the reply is */
+	char channel[64];	/* the channel's name so far (and a recipient, after a space) */
+	int n_channel;
+};
+
+void chat_view_init(struct chat_view *v, const struct tok *t, int family);
+int chat_shown(struct chat_view *v, int id);
 /* That token's id, which ends a reply when generated; -1 if the vocabulary lacks it. */
 int chat_end_id(const struct tok *t, int family);
 

@@ -34,6 +34,10 @@ every_family_renders_as_its_template() {
 	render gemma >"$TMP/got"
 	printf '<s><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n' |
 		cmp -s - "$TMP/got" || fail "gemma: $(cat "$TMP/got")"
+	# harmony: openai-harmony's system message, the user's system message as the developer's
+	render harmony >"$TMP/got"
+	printf '<s><|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|><|start|>developer<|message|># Instructions\n\nBe brief.<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|end|><|start|>user<|message|>Bye<|end|><|start|>assistant' |
+		cmp -s - "$TMP/got" || fail "harmony: $(cat "$TMP/got")"
 }
 
 # A user who types control tokens gets text: the only control tokens are the template's.
@@ -60,7 +64,7 @@ templates_are_detected_named_and_refused() {
 		fail "phi3 on a chatml vocabulary: $(cat "$TMP/err")"
 	"$T" -m "$(chatmodel chatml)" --chat --template vicuna <"$TMP/conv" >/dev/null 2>"$TMP/err"
 	[ $? -eq 2 ] || fail "an unknown --template exited $?"
-	grep -q "^llm-tokenize: --template: 'vicuna': expected one of chatml, llama3, llama2, zephyr, phi3, gemma$" \
+	grep -q "^llm-tokenize: --template: 'vicuna': expected one of chatml, llama3, llama2, zephyr, phi3, gemma, harmony$" \
 		"$TMP/err" || fail "$(cat "$TMP/err")"
 	# a model without a template: an error that says what to do
 	"$T" -m "$(tiny q8_0)" --chat <"$TMP/conv" >/dev/null 2>"$TMP/err"

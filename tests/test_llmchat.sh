@@ -44,7 +44,7 @@ piped_turns_reuse_the_conversation() {
 # model generated: what llm-decode generates from the same ids.  Every
 # family, and the ChatML templates with a system message of their own.
 turns_are_the_template_and_the_model_replies() {
-	for f in chatml llama3 llama2 zephyr phi3 gemma smollm2 qwen2.5 llama3.2; do
+	for f in chatml llama3 llama2 zephyr phi3 gemma smollm2 qwen2.5 llama3.2 harmony; do
 		turns_of "$f"
 	done
 }
@@ -63,7 +63,7 @@ turns_of() {
 	printf 'user\tHi there\n' | "$BIN/llm-tokenize" -m "$m" --chat >"$TMP/want" || fail "tokenize"
 	head -n "$p1" "$TMP/conv.ids" | cmp -s - "$TMP/want" || fail "$1: turn 1 is not the template's"
 	case $1 in
-	llama3*) close='<|eot_id|>' ;; phi3) close='<|end|>' ;; gemma) close='<end_of_turn>' ;;
+	llama3*) close='<|eot_id|>' ;; phi3|harmony) close='<|end|>' ;; gemma) close='<end_of_turn>' ;;
 	llama2|zephyr) close='</s>' ;; *) close='<|im_end|>' ;;
 	esac
 	end=$("$BIN/llm-tokenize" -m "$m" --vocab | awk -F '\t' -v c="$close" '$3 == c { print $1 }')
@@ -78,11 +78,13 @@ turns_of() {
 		sed -n "$((p + g + 1))p" "$TMP/conv.ids" | grep -qx "$end" || fail "$1: turn $k is not closed"
 		"$BIN/llm-tokenize" -m "$m" -d <"$TMP/dec" >>"$TMP/replies"
 	done
+	# harmony shows a reply's final channel alone (a random model names none: an empty line)
+	[ "$1" = harmony ] && printf '\n\n' >"$TMP/replies"
 	cmp -s "$TMP/out" "$TMP/replies" || fail "$1: the replies' text: $(cat "$TMP/out")"
 	# the second turn goes on as the whole rendering of the conversation does after a reply
 	# (after the closes before it: the user's and the reply's, and the default system
 	# message's; Llama 2's user turn has none)
-	case $1 in llama2) k=1 ;; smollm2|qwen2.5|llama3.2) k=3 ;; *) k=2 ;; esac
+	case $1 in llama2) k=1 ;; smollm2|qwen2.5|llama3.2|harmony) k=3 ;; *) k=2 ;; esac
 	printf 'user\tHi there\nassistant\t\nuser\tBye\n' | "$BIN/llm-tokenize" -m "$m" --chat |
 		awk -v e="$end" -v k=$k 'n >= k { print } $0 == e { n++ }' >"$TMP/want"
 	sed -n "$((p1 + g1 + 2)),${p2}p" "$TMP/conv.ids" | cmp -s - "$TMP/want" ||

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/chat.h"
 #include "../lib/gguf.h"
 #include "../lib/pretok.h"
 #include "../lib/tok.h"
@@ -322,6 +323,64 @@ load_vocab(const char *path, struct gguf *g, struct tok *t)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * harmony's reply as gpt-oss writes it, analysis then final, tokenized
+ * with its control tokens: a reader is shown the final channel's text
+ * alone; a commentary message and a reply that never names a channel
+ * show nothing; the other families show every token.
+ */
+static void
+harmony_shows_the_final_channel(void)
+{
+	static const struct { const char *reply, *shown; } cases[] = {
+		{ "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant<|channel|>final"
+		  "<|message|>Four.<|return|>", "Four." },
+		{ "<|channel|>commentary<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>"
+		  "A<|end|>", "A" },
+		{ "no channel at all", "" },
+		{ "<|channel|>finally<|message|>not it<|end|>", "" },
+	};
+	struct fixture f;
+	struct gguf g;
+	struct tok t;
+	char path[512];
+
+	fixture_tiny(&f, GGML_F32);
+	f.chat = "harmony";
+	snprintf(path, sizeof path, "%s/harmony.gguf", tmpdir);
+	CHECK(fixture_write(&f, path) == 0, "write %s", path);
+	if (load_vocab(path, &g, &t) < 0)
+		return;
+	CHECK(chat_detect(&g) == CHAT_HARMONY && chat_end_id(&t, CHAT_HARMONY) ==
+	    tok_lookup(&t, "<|return|>", 10), "harmony detected, <|return|> its end");
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct ids ids = { 0 };
+		struct buf shown = { 0 }, all = { 0 };
+		struct chat_view v, other;
+		struct tok_decoder dec;
+		tok_encode(&t, cases[i].reply, strlen(cases[i].reply), 1, &ids);
+		chat_view_init(&v, &t, CHAT_HARMONY);
+		chat_view_init(&other, &t, CHAT_CHATML);
+		tok_decoder_init(&dec, &t, 0);
+		for (size_t k = 0; k < ids.n; k++) {	/* as llm-chat shows a reply */
+			if (chat_shown(&v, ids.v[k]))
+				tok_decode(&dec, ids.v[k], &shown);
+			if (chat_shown(&other, ids.v[k]))
+				tok_piece(&t, ids.v[k], 1, &all);
+		}
+		tok_decode_finish(&dec, &shown);
+		/* the fixture's SentencePiece text keeps a leading space after a control token */
+		size_t sp = shown.n && shown.s[0] == ' ';
+		CHECK(shown.n - sp == strlen(cases[i].shown) && memcmp(shown.s + sp, cases[i].shown,
+		    shown.n - sp) == 0, "harmony reply %zu: shown '%.*s', want '%s'", i, (int)shown.n,
+		    shown.s ? shown.s : "", cases[i].shown);
+		CHECK(all.n >= strlen(cases[i].reply), "chatml shows all of reply %zu", i);
+		ids_free(&ids), buf_free(&shown), buf_free(&all);
+	}
+	tok_free(&t);
+	gguf_close(&g);
 }
 
 static void
@@ -759,6 +818,7 @@ main(void)
 	TEST(llama_spm_word_split_changes_nothing);
 	TEST(pretokenizers_split_like_their_upstream_regexes);
 	TEST(o200k_splits_as_tiktoken);
+	TEST(harmony_shows_the_final_channel);
 	TEST(deepseek_llm_splits_as_its_upstream_pattern);
 	TEST(every_pretokenizer_is_linear_on_long_runs);
 	TEST(one_tokenizer_encodes_in_many_threads);

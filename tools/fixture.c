@@ -218,7 +218,7 @@ tensor3(struct ggufw *w, const char *name, uint32_t type, int n, int rows, int c
  * use, which take the last ids of the vocabulary.
  */
 static const struct {
-	const char *family, *tpl, *marker[4];
+	const char *family, *tpl, *marker[6];	/* the last ids, the fifth and sixth before the four */
 } chat_fixtures[] = {
 	{ "chatml", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
 	    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}", { "<|im_start|>", "<|im_end|>" } },
@@ -232,6 +232,10 @@ static const struct {
 	    { "<|system|>", "<|user|>", "<|assistant|>", "<|end|>" } },
 	{ "gemma", "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
 	    "'<end_of_turn>\\n' }}", { "<start_of_turn>", "<end_of_turn>" } },
+	/* gpt-oss's harmony (its message loop) */
+	{ "harmony", "{{- '<|start|>' + message.role + '<|channel|>' + message.channel + '<|message|>' + "
+	    "message.content + '<|end|>' }}{%- if add_generation_prompt %}<|start|>assistant{%- endif %}",
+	    { "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>" } },
 	/* Llama 3.2's, as it ships (tools aside): a system turn with the cutoff and the date, always */
 	{ "llama3.2", "{{- bos_token }}\n{%- if not date_string is defined %}\n    {%- if "
 	    "strftime_now is defined %}\n        {%- set date_string = strftime_now(\"%d %b %Y\") "
@@ -296,10 +300,11 @@ vocab(struct ggufw *w, int n, int eos_id, int as_ints, const char *chat, int no_
 	for (size_t c = 0; chat && c < sizeof chat_fixtures / sizeof chat_fixtures[0]; c++) {
 		if (strcmp(chat, chat_fixtures[c].family) != 0)
 			continue;
-		for (int k = 0; k < 4 && chat_fixtures[c].marker[k]; k++) {
-			free(tok[n - 4 + k]);
-			tok[n - 4 + k] = strdup(chat_fixtures[c].marker[k]);
-			type[n - 4 + k] = 3;
+		for (int k = 0; k < 6 && chat_fixtures[c].marker[k]; k++) {
+			int id = k < 4 ? n - 4 + k : n - 6 + (k - 4);
+			free(tok[id]);
+			tok[id] = strdup(chat_fixtures[c].marker[k]);
+			type[id] = 3;
 		}
 		ggufw_str(w, "tokenizer.chat_template", chat_fixtures[c].tpl);
 	}

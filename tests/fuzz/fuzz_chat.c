@@ -49,9 +49,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n_msgs, i, starts = 0;
 	int family;
 
+	struct chat_view view;
+
 	if (size < 1)
 		return 0;
-	family = data[0] % 6;
+	family = data[0] % 7;
+	/* the input's bytes as a reply's ids, through what a reader is shown (harmony's channels) */
+	chat_view_init(&view, &t, CHAT_HARMONY);
+	for (i = 1; i < size; i++)
+		(void)chat_shown(&view, data[i] % t.n_vocab);
 	if (chat_read((const char *)data + 1, size - 1, &msgs, &n_msgs) < 0)
 		return 0;
 	if (chat_render(&t, family, msgs, n_msgs, &ids) < 0) {
