@@ -20,7 +20,7 @@
  * holds the 16 lanes in a vector, AVX2 in two (lanes 0-7 and 8-15).
  *
  * Products of block weights (q8_0, q4_0, q4_1, q5_0, q5_1, q2_K to q6_K,
- * iq4_nl, iq4_xs): the integer rule.  x is rounded per block of 32 to int16
+ * iq4_nl, iq4_xs, mxfp4): the integer rule.  x is rounded per block of 32 to int16
  * (round_x: amax = max |x|, taken as 0 below 1e-30; q = x * (32767 /
  * amax) rounded to nearest, ties to even, saturated; scale dx = amax /
  * 32767).  A weight block gives 32 int16 weights, a scale d and a
@@ -34,11 +34,14 @@
  * integers times dx.  The order in which a kernel adds integers is
  * free: integers add exactly.
  *
- * Softmax: x *= scale; max; x = fmath_expf(x - max); the sum by the
- * float rule's 16 lanes and tree (plain additions, zeros past the end);
- * x / sum.  SiLU: x / (1 + fmath_expf(0 - max(x, -88))) * u.  GELU (tanh
- * form): x / (1 + fmath_expf(-2 z)) * u, z = c (x + 0.044715 (x x) x),
- * the identity 0.5 (1 + tanh z) = 1 / (1 + e^(-2z)).  Attention's value
+ * Softmax: x *= scale; max (with a sink's logit, if one); x =
+ * fmath_expf(x - max); the sum by the float rule's 16 lanes and tree
+ * (plain additions, zeros past the end), then a sink's fmath_expf(sink -
+ * max) added; x / sum.  SiLU: x / (1 + fmath_expf(0 - max(x, -88))) * u.
+ * GELU (tanh form): x / (1 + fmath_expf(-2 z)) * u, z = c (x + 0.044715
+ * (x x) x), the identity 0.5 (1 + tanh z) = 1 / (1 + e^(-2z)).  gpt-oss's
+ * clamped SwiGLU: x / (1 + fmath_expf(-(1.702 x))) * (y + 1), x =
+ * min(g, 7), y = u clamped to [-7, 7].  Attention's value
  * sums: per output one chain of fma(att, v, o) over positions in order;
  * scores against quantized key groups: per position one chain over
  * channels of fma(q, d * quant, o), plus (q4_1) the chain of fma(q, m,

@@ -18,7 +18,7 @@
 #include "fuzz.h"
 
 static const char *pre[] = { "default", "gpt-2", "mpt", "gpt-neox", "starcoder", "smollm",
-	"refact", "llama3", "llama-bpe", "qwen2", "falcon", "deepseek-llm", "deepseek-coder" };
+	"refact", "llama3", "llama-bpe", "qwen2", "falcon", "deepseek-llm", "deepseek-coder", "gpt-4o" };
 enum { NPRE = sizeof pre / sizeof pre[0], NVOCAB = NPRE + 1 };
 
 static struct gguf g[NVOCAB];
