@@ -371,11 +371,10 @@ harmony_shows_the_final_channel(void)
 				tok_piece(&t, ids.v[k], 1, &all);
 		}
 		tok_decode_finish(&dec, &shown);
+		buf_add(&shown, "", 1);
 		/* the fixture's SentencePiece text keeps a leading space after a control token */
-		size_t sp = shown.n && shown.s[0] == ' ';
-		CHECK(shown.n - sp == strlen(cases[i].shown) && memcmp(shown.s + sp, cases[i].shown,
-		    shown.n - sp) == 0, "harmony reply %zu: shown '%.*s', want '%s'", i, (int)shown.n,
-		    shown.s ? shown.s : "", cases[i].shown);
+		CHECK(strcmp(shown.s + (shown.s[0] == ' '), cases[i].shown) == 0,
+		    "harmony reply %zu: shown '%s', want '%s'", i, shown.s, cases[i].shown);
 		CHECK(all.n >= strlen(cases[i].reply), "chatml shows all of reply %zu", i);
 		ids_free(&ids), buf_free(&shown), buf_free(&all);
 	}
