@@ -539,10 +539,15 @@ chat_shown(struct chat_view *v, int id)
 		 * the channel's first word ("commentary to=functions.f" names a
 		 * recipient after it), after any space: SentencePiece's U+2581 too
 		 */
-		const char *w = v->channel, *sp = " \t\n\xe2";
-		while (*w && strchr(" \t\n", *w) ? 1 : strncmp(w, "\xe2\x96\x81", 3) == 0)
-			w += *w == '\xe2' ? 3 : 1;
-		return strncmp(w, "final", 5) == 0 && (w[5] == '\0' || strchr(sp, w[5]));
+		const char *w = v->channel;
+		for (;;)
+			if (*w == ' ' || *w == '\t' || *w == '\n')
+				w++;
+			else if (strncmp(w, "\xe2\x96\x81", 3) == 0)
+				w += 3;
+			else
+				break;
+		return strncmp(w, "final", 5) == 0 && (w[5] == '\0' || strchr(" \t\n\xe2", w[5]));
 	}
 	return 0;
 }
