@@ -315,8 +315,8 @@ read_config(struct model *m)
 			return -1;
 		}
 		c->swa_pattern = 2;
-		c->rope_base_swa = c->rope_base;
-		c->swa_scaled = 1;
+		c->rope_base_swa = c->rope_base;	/* hashed by the fingerprint as gemma3's */
+		c->swa_same_rope = 1;
 	}
 	if (read_rope_scaling(m, a) < 0)
 		return -1;
@@ -468,6 +468,13 @@ bind_weights(struct model *m)
 	return 0;
 }
 
+/* Whether the sliding layers rotate by a RoPE of their own (rope_swa), not the model's */
+static int
+own_swa_rope(const struct model *m)
+{
+	return m->slides && !m->c.swa_same_rope;
+}
+
 /* The file's rope.scaling on a RoPE of the given base */
 static void
 scale_rope(const struct model_config *c, struct rope *r, float base)
@@ -500,12 +507,10 @@ model_load(struct model *m, const char *path)
 				m->slides = xcalloc((size_t)m->c.n_layers, 1);
 			m->slides[l] = 1;
 		}
-	if (m->slides) {
+	/* gemma3's sliding layers have a RoPE of their own: its base, unscaled, as llama.cpp */
+	if (own_swa_rope(m))
 		rope_init(&m->rope_swa, m->c.rope_dim, m->c.head_dim, m->c.rope_neox,
 		    m->c.rope_base_swa, m->rope_factors);
-		if (m->c.swa_scaled)
-			scale_rope(&m->c, &m->rope_swa, m->c.rope_base_swa);
-	}
 	return 0;
 }
 
@@ -571,7 +576,7 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->q = xcalloc((size_t)MODEL_BATCH * q_dim, sizeof(float));
 	r->logits = xcalloc((size_t)c->vocab_size, sizeof(float));
 	r->rope_cs = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
-	if (m->slides)
+	if (own_swa_rope(m))
 		r->rope_cs_swa = xcalloc((size_t)MODEL_BATCH * c->rope_dim, sizeof(float));
 	r->k = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
 	r->v = xcalloc((size_t)MODEL_BATCH * c->kv_dim, sizeof(float));
@@ -1086,7 +1091,7 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		/* the batch's RoPE angles, for every layer (sliding ones: their own), and its embeddings */
 		for (i = 0; i < seqs[s].n; i++, t++) {
 			rope_angles(&m->rope, seqs[s].pos + i, r->rope_cs + (size_t)t * c->rope_dim);
-			if (m->slides)
+			if (r->rope_cs_swa)
 				rope_angles(&m->rope_swa, seqs[s].pos + i,
 				    r->rope_cs_swa + (size_t)t * c->rope_dim);
 			float *x = r->x + (size_t)t * D;
@@ -1115,9 +1120,9 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 			return -1;
 		struct matvec qkv[] = { { r->q, Q, &L->wq }, { k, KV, &L->wk }, { v, KV, &L->wv } };
 		matmul(r->pool, &r->mm, qkv, 3, r->xb, D, n);
-		int slides = m->slides && m->slides[l];
-		struct qkv_job qj = { m, slides ? &m->rope_swa : &m->rope,
-		    slides ? r->rope_cs_swa : r->rope_cs, L, r->q, k, v, n };
+		int own = r->rope_cs_swa && m->slides[l];	/* a sliding layer, by its own RoPE */
+		struct qkv_job qj = { m, own ? &m->rope_swa : &m->rope, own ? r->rope_cs_swa : r->rope_cs,
+		    L, r->q, k, v, n };
 		pool_run_work(r->pool, qkv_rows, &qj, (long long)n * (Q + 2 * KV) * ROW_COST);
 		for (s = 0; s < ns; s++)
 			if ((ns == 1 || seqs[s].n > 1) &&

@@ -43,7 +43,7 @@ struct model_config {
 	int n_swa;		/* > 0: the sliding layers' window (gemma3.attention.sliding_window) */
 	int swa_pattern;	/* layer l slides if l % pattern < pattern - 1 (0: every layer) */
 	float rope_base_swa;	/* the sliding layers' RoPE base */
-	int swa_scaled;		/* the sliding layers' RoPE scaled as the others' (gpt-oss; gemma3's is not) */
+	int swa_same_rope;	/* the sliding layers' RoPE is the others' (gpt-oss; gemma3's has its own) */
 	int n_expert;		/* > 0: a routed FFN of this many experts (qwen3moe) */
 	int n_expert_used;	/* the experts a token takes */
 	int expert_ffn_dim;	/* an expert's hidden width */
@@ -96,7 +96,7 @@ struct model {
 	const float *rope_factors;	/* rope_freqs.weight, rope_dim / 2 of them, or NULL */
 	struct rope rope;
 	unsigned char *slides;	/* by layer, 1 for a sliding layer; NULL when none slides */
-	struct rope rope_swa;	/* the sliding layers' RoPE, when some slide */
+	struct rope rope_swa;	/* the sliding layers' own RoPE, when some slide and have one */
 	unsigned char *used;	/* per tensor of the file: bound to the model */
 };
 
@@ -139,7 +139,7 @@ struct model_run {
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
 	float *rope_cs;		/* a batch's cos and sin, [token][rope_dim / 2][2]: once a pass, not per layer */
-	float *rope_cs_swa;	/* the same for the sliding layers' RoPE, when some slide */
+	float *rope_cs_swa;	/* the same for the sliding layers' own RoPE, if they have one */
 	float *k, *v;		/* a batch's keys and values when it spans several sequences */
 	struct attn attn;
 	struct attn *seq_attn;	/* a thread's, for sequences of one token attended to side by side */

@@ -234,8 +234,10 @@ ref_moe(const struct model *m, const struct layer_weights *L, double *out, const
 		int sel[MODEL_MAX_EXPERTS_USED];
 		for (int e = 1; e < E; e++)
 			max = fmax(max, p[e]);
-		for (int e = 0; e < E; e++)	/* gpt-oss: the logits themselves choose */
-			sum += oss ? (p[e] = p[e] - max, 0) : (p[e] = exp(p[e] - max));
+		for (int e = 0; e < E; e++) {	/* gpt-oss: the logits themselves choose */
+			p[e] -= max;
+			sum += oss ? 0 : (p[e] = exp(p[e]));
+		}
 		if (oss)
 			sum = 1;
 		memset(taken, 0, sizeof taken);
