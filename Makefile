@@ -57,7 +57,7 @@ $(FUZZOBJ) $(FUZZLIBOBJ) tests/fuzz/mkseeds.o: $(LIBHDR) tools/fixture.h tests/f
 # One kernel set per instruction set (lib/simd/simd.h), each compiled for
 # its set by the pragmas at its top, so one rule builds them all.
 SIMDINC = lib/simd/simd.h lib/simd/gemm.inc lib/simd/tile.inc lib/simd/int.inc lib/simd/iload.inc \
-	lib/simd/iblock.inc lib/simd/vblock.inc lib/simd/attn.inc lib/simd/gather.inc lib/simd/nint.inc
+	lib/simd/iblock.inc lib/simd/vblock.inc lib/simd/attn.inc lib/simd/gather.inc lib/simd/nint.inc lib/simd/kbytes.inc
 lib/kernels.o lib/simd/avx2.o lib/simd/avx512.o lib/simd/vnni.o lib/simd/amx.o lib/simd/neon.o: $(SIMDINC)
 
 $(LIB): $(LIBOBJ)

@@ -313,36 +313,40 @@ mxfp4_scales_at_their_ends_give_the_portable_bits(void)
 static void
 small_batches_give_each_token_its_bits(void)
 {
-	enum { ROWS = 157, MAXT = 49, COLS = 576 };
-	static const int Ts[] = { 2, 4, 5, 11, 12, 16, 17, 20, 33, 48, 49 };
-	float *w = xmalloc(ROWS * COLS * sizeof *w), *x = xmalloc(MAXT * COLS * sizeof *x);
+	/* 576 columns: blocks of 32 and the K types' part super-block; 512: whole super-blocks of 256 */
+	enum { ROWS = 157, MAXT = 49, MAXC = 576 };
+	static const int Ts[] = { 2, 3, 4, 5, 7, 11, 12, 16, 17, 20, 33, 48, 49 }, Cs[] = { 576, 512 };
+	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(MAXT * MAXC * sizeof *x);
 	float *got = xmalloc(MAXT * ROWS * sizeof *got), one[ROWS];
-	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, COLS));
-	int best = kernels_isa(), isa, ti, k, t, i, bad;
+	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, MAXC));
+	int best = kernels_isa(), isa, ti, k, t, i, c, bad;
 
-	for (i = 0; i < ROWS * COLS; i++)
+	for (i = 0; i < ROWS * MAXC; i++)
 		w[i] = rnd();
-	for (i = 0; i < MAXT * COLS; i++)
+	for (i = 0; i < MAXT * MAXC; i++)
 		x[i] = rnd() * (i % 5 + 1);
 	for (isa = KERNELS_SCALAR; isa <= best; isa++) {
 		if (kernels_set_isa(isa) != 0)
 			continue;
-		for (ti = 0; ti < NTYPES; ti++) {
-			uint32_t type = all_types[ti];
-			size_t rb = quant_row_bytes(type, COLS);
-			for (i = 0; i < ROWS; i++)
-				quantize_row(type, w + i * COLS, q + i * rb, COLS);
-			for (k = 0; k < (int)(sizeof Ts / sizeof *Ts); k++) {
-				kernels_gemm(type, q, rb, 0, ROWS, COLS, x, COLS, Ts[k], got, ROWS);
-				for (bad = 0, t = 0; t < Ts[k]; t++) {
-					kernels_gemm(type, q, rb, 0, ROWS, COLS, x + t * COLS, COLS, 1, one, ROWS);
-					for (i = 0; i < ROWS; i++)
-						bad += memcmp(&one[i], &got[t * ROWS + i], 4) != 0 || got[t * ROWS + i] != got[t * ROWS + i];
+		for (c = 0; c < 2; c++)
+			for (ti = 0; ti < NTYPES; ti++) {
+				uint32_t type = all_types[ti];
+				int cols = Cs[c];
+				size_t rb = quant_row_bytes(type, cols);
+				for (i = 0; i < ROWS; i++)
+					quantize_row(type, w + i * MAXC, q + i * rb, cols);
+				for (k = 0; k < (int)(sizeof Ts / sizeof *Ts); k++) {
+					kernels_gemm(type, q, rb, 0, ROWS, cols, x, MAXC, Ts[k], got, ROWS);
+					for (bad = 0, t = 0; t < Ts[k]; t++) {
+						kernels_gemm(type, q, rb, 0, ROWS, cols, x + t * MAXC, MAXC, 1, one, ROWS);
+						for (i = 0; i < ROWS; i++)
+							bad += memcmp(&one[i], &got[t * ROWS + i], 4) != 0 ||
+							    got[t * ROWS + i] != got[t * ROWS + i];
+					}
+					CHECK(bad == 0, "%s %s, %d columns, %d tokens: %d outputs differ from the tokens alone",
+					    kernels_isa_name(isa), gguf_type_name(type), cols, Ts[k], bad);
 				}
-				CHECK(bad == 0, "%s %s, %d tokens: %d outputs differ from the tokens alone",
-				    kernels_isa_name(isa), gguf_type_name(type), Ts[k], bad);
 			}
-		}
 	}
 	kernels_set_isa(best);
 	free(w), free(x), free(got), free(q);

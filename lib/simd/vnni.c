@@ -67,12 +67,13 @@ round_x(const float *x, int16_t *q)
 }
 
 /*
- * 16 rows' blocks of 32 int16 (v[r]) into a panel's block: pair k of
- * row r (two int16, a 32-bit lane) at dwords k * 16 + r, by a 16x16
- * transpose.
+ * 16 rows' 16 dwords (v[r]) into a panel: dword k of row r at k * 16 +
+ * r of lo (k < 8) or of hi (k - 8), by a 16x16 transpose; a block of 32
+ * int16 in one panel's block (hi = lo + 128), or two blocks of 32 bytes
+ * in two.
  */
 static inline __attribute__((always_inline)) void
-transpose16(__m512i *v, int32_t *panel)
+transpose16(__m512i *v, int32_t *lo, int32_t *hi)
 {
 	__m512i a[16], t[16], d0, d1, e0, e1;
 	int i, c;
@@ -99,7 +100,7 @@ transpose16(__m512i *v, int32_t *panel)
 		v[12 + c] = _mm512_shuffle_i32x4(d1, e1, 0xdd);
 	}
 	UNROLL for (i = 0; i < 16; i++)
-		_mm512_store_si512(panel + (size_t)i * 16, v[i]);
+		_mm512_store_si512((i < 8 ? lo : hi - 128) + (size_t)i * 16, v[i]);
 }
 
 /*
@@ -343,6 +344,8 @@ lanes_rows(const int16_t *wide, const float *dw, int R, int nb, const int32_t *x
 	}
 }
 
+#include "kbytes.inc"
+
 /*
  * Floats of scratch a batch takes: its panels, their scales and minimums,
  * or 8 widened rows with their scales and minimums.
@@ -352,8 +355,9 @@ pack_floats(int cols)
 {
 	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16 + 32) + 16;	/* minimums: two a block (q2_K) */
 	size_t lanes = (size_t)24 * (cols / 32) + (size_t)8 * cols / 2 + 16;
+	size_t k = KBATCH_FLOATS(SIMD_LANES_MIN, cols);
 
-	return panels > lanes ? panels : lanes;
+	return panels > lanes ? (panels > k ? panels : k) : (lanes > k ? lanes : k);
 }
 
 /* The products of every block type, one instance of vblock.inc a type;
@@ -473,9 +477,13 @@ vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
     const float *xr, int T, float *out, size_t ldo, float *pack)
 {
 	if (T == 1 && type != GGML_Q8_0) {
+		if (kdecode(type, w, row_bytes, r0, r1, cols, xr, out, pack))
+			return;
 		simd_avx512()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
 		return;
 	}
+	if (kbatch(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo, pack))
+		return;
 #define VGEMM_BY(ID, TY) case ID: CAT(vgemm_, TY)(w, row_bytes, r0, r1, cols, xr, T, out, ldo, pack); break;
 	switch (type) {
 	BLOCK_TYPES(VGEMM_BY)
