@@ -1,6 +1,7 @@
 /*
- * vnni.c: q8_0 products with AVX-512 VNNI's integer dot products
- * (vpdpwssd), the kernels LLM_ISA=avx512vnni adds to avx512's, compiled
+ * vnni.c: the block types' products with AVX-512 VNNI's integer dot
+ * products (vpdpwssd; the K types' bytes by vpdpbusd, kbytes.inc), the
+ * kernels LLM_ISA=avx512vnni adds to avx512's, compiled
  * for avx512's sets and VNNI (SIMD_TARGET_BEGIN); kernels.c takes them
  * only when cpuid says the processor has VNNI.
  *
@@ -467,10 +468,12 @@ pack_floats(int cols)
 #undef VSCALES
 
 /*
- * One token of the types other than q8_0 goes by avx512's kernels
- * (int.inc's decode, 8 rows a pass by horizontal adds), with the same
- * bits: 10-20% faster there than 16 rows a pass here (q4_0 336 against
- * 302 tok/s, the Q4_K mix 222 against 200), where q8_0 is as fast.
+ * One token, or 2 to 11, of the K types whose rows are whole
+ * super-blocks go by their bytes (kbytes.inc: q2_K's decode 1.6x, q4_K's
+ * 1.5x).  One token of the other types other than q8_0 goes by avx512's
+ * kernels (int.inc's decode, 8 rows a pass by horizontal adds), with the
+ * same bits: 10-20% faster there than 16 rows a pass here (q4_0 336
+ * against 302 tok/s), where q8_0 is as fast.
  */
 static void
 vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
