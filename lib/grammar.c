@@ -277,6 +277,7 @@ repeat(struct parser *ps, int rule, struct body *b, int from, int min, int max)
 		put(&sub, G_RULE, r, 0);
 		put(&sub, G_ALT, 0, 0);
 		define(g, r, &sub);
+		g->chain[r] = -1;
 		put(b, G_RULE, r, 0);
 		return;
 	}
@@ -505,7 +506,11 @@ fixpoint(const struct grammar *g, unsigned char *set, int chars)
  * Left recursion: a rule that can reach itself through references each
  * preceded in its alternative by what can be empty.  The matcher expands
  * references until a character is on top, which such a rule never
- * gives.  Depth-first over those edges; -1 with the rule named.
+ * gives.  Depth-first over those edges; -1 with the rule named.  One
+ * edge is not followed: X{m,}'s rule R ::= X R | empty coming back to
+ * itself at its end.  When X can be empty that puts the matcher's stack
+ * back as it was (a tail call), and expand cuts it there: (X)* means
+ * the repetition of X's non-empty texts, as llama.cpp reads it.
  */
 static int
 left_visit(const struct grammar *g, const unsigned char *null, unsigned char *mark, int r, int depth)
@@ -522,8 +527,7 @@ left_visit(const struct grammar *g, const unsigned char *null, unsigned char *ma
 		const char *tilde = strchr(g->name[r], '~');
 		if (tilde)	/* a rule made for a group or repetition: name the rule it is in */
 			llm_seterr("rule '%.*s' is left-recursive: a group or repetition in it can come "
-			    "back to itself before any character (a repetition of what can be empty "
-			    "does)", (int)(tilde - g->name[r]), g->name[r]);
+			    "back to itself before any character", (int)(tilde - g->name[r]), g->name[r]);
 		else
 			llm_seterr("rule '%s' is left-recursive: it can come back to itself before "
 			    "any character", g->name[r]);
@@ -538,7 +542,8 @@ left_visit(const struct grammar *g, const unsigned char *null, unsigned char *ma
 		}
 		if (e->type == G_END)
 			break;
-		if (lead && e->type == G_RULE && left_visit(g, null, mark, e->a, depth + 1) < 0)
+		if (lead && e->type == G_RULE && !(e->a == r && g->chain[r] < 0) &&
+		    left_visit(g, null, mark, e->a, depth + 1) < 0)
 			return -1;
 		if (e->type != G_RULE || !null[e->a])
 			lead = 0;
@@ -715,14 +720,23 @@ add_stack(struct gstate *st, const int *v, int n)
 	put_stack(st, v, n, 1);
 }
 
+/* The expansions of X{m,}'s rules under way, each rule with the height of the stack it started on */
+struct reps {
+	int rule, height;
+	const struct reps *up;
+};
+
 /*
  * Expand a stack until a character is on top (or it is empty: a whole
  * sentence), into out: finished alternatives are popped, a reference on
  * top becomes its rule's alternatives, one stack each.  The stack is the
  * caller's scratch, left as it came.  -1 if it grows past MAX_DEPTH.
+ * X{m,}'s R ::= X R | empty, back at its own end with the stack as high
+ * as when R began (X gave nothing), has the very stack it began with:
+ * that path adds nothing and stops (reps: the Rs under way).
  */
 static int
-expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth)
+expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth, const struct reps *reps)
 {
 	int top, saved, status = 0;
 
@@ -737,7 +751,7 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth)
 	case G_END:
 	case G_ALT:
 		s->n--;
-		status = expand(g, s, out, depth + 1);
+		status = expand(g, s, out, depth + 1, reps);
 		stack_push(s, top);
 		return status;
 	case G_CHAR:
@@ -752,15 +766,20 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth)
 	else
 		s->v[s->n - 1] = next;
 	saved = s->n;
+	struct reps here = { rule, saved, reps };
+	for (const struct reps *up = reps; tail && g->rule_of[top] == rule && up; up = up->up)
+		if (up->rule == rule && up->height == saved)
+			status = 1;	/* R at its own end, the stack as it began */
 	for (int i = g->start[rule]; status == 0; i++) {
 		if (i == g->start[rule] || g->e[i - 1].type == G_ALT) {
 			stack_push(s, i);
-			status = expand(g, s, out, depth + 1);
+			status = expand(g, s, out, depth + 1, g->chain[rule] < 0 ? &here : reps);
 			s->n = saved;
 		}
 		if (g->e[i].type == G_END)
 			break;
 	}
+	status = status < 0 ? status : 0;
 	if (tail)
 		stack_push(s, top);
 	else
@@ -782,7 +801,7 @@ gstate_init(struct gstate *st, const struct grammar *g)
 		if (i == g->start[g->root] || g->e[i - 1].type == G_ALT) {
 			s.n = 0;
 			stack_push(&s, i);
-			status = expand(g, &s, st, 0);
+			status = expand(g, &s, st, 0, NULL);
 		}
 		if (g->e[i].type == G_END)
 			break;
@@ -857,7 +876,7 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratc
 		stack_set(&s, k->v, k->n);
 		s.v[s.n - 1]++;
 		/* a stack that would grow past MAX_DEPTH is dropped: that way is not taken */
-		expand(g, &s, tmp, 0);
+		expand(g, &s, tmp, 0, NULL);
 	}
 	*scratch = s;
 	/* tmp becomes the state: swap the stacks */

@@ -33,7 +33,8 @@ struct grammar {
 	int n_r, cap_r;
 	int *start;		/* each rule's first element */
 	int *chain;		/* a rule of X{m,n}'s optional tail, R ::= X R' | empty: how many X it
-				 * can still take (its rules have ids one apart); 0: another rule */
+				 * can still take (its rules have ids one apart); -1: X{m,}'s
+				 * R ::= X R | empty; 0: another rule */
 	int *rule_of;		/* each element's rule */
 	char **name;		/* each rule's name ("root", or made for a group: "x_1") */
 	int n_rules, cap_rules;

@@ -16,6 +16,9 @@ root ::= "\"" [^"\n]{0,10} "\""	"[^"\n]{0,10}"
 root ::= "<" .{3} ">"	<(.|\n){3}>
 root ::= "\u00e9t\u00e9" | "\xfcber" | "caf\u00e9"	(été|über|café)
 root ::= [A-Z] [a-z]? [a-z]? "!"+ ("?"{2})?	[A-Z][a-z]?[a-z]?!+(\?\?)?
+root ::= ( [x]* )* "."	x*\.
+root ::= ( "a"? )+ "b"	a*b
+root ::= ( "a"* ){2,5} "b" ( "c" | "d"? )*	a*b[cd]*
 EOF
 
 # gen MODEL SEED GRAMMAR: the text generated under the grammar
@@ -84,7 +87,8 @@ root ::= foo	1:10: undefined rule 'foo'
 root ::= "a	1:10: a string that does not end
 x ::= "a"	no rule named root
 root ::= root "a" | "b"	rule 'root' is left-recursive
-root ::= ("a"?)*	rule 'root' is left-recursive: a group or repetition
+root ::= x ;; x ::= ("a"?)* x | "b"	rule 'x' is left-recursive
+root ::= ("a"? root "b")? "c"	rule 'root' is left-recursive
 root ::= "a" root	the grammar's language is empty
 root ::= [b-a]	1:10: a range whose end is before its start
 root ::= "a"{2,1}	1:13: a repetition whose maximum is below its minimum
@@ -125,6 +129,10 @@ root ::= ("yes" | "no") ", " [a-z ]{3,30} "."	maybe so.	left at token	4
 root ::= [0-9]+ ("." [0-9]+)?	3.25	whole	0
 root ::= [0-9]+ ("." [0-9]+)?	3.	start	3
 root ::= [0-9]+ ("." [0-9]+)?	3.x	left at token	4
+root ::= ( "a"? )+ "b"	aab	whole	0
+root ::= ( "a"? )+ "b"	aaa	start	3
+root ::= ( "a"? )+ "b"	abb	left at token	4
+root ::= ( [x]* )*	xxxx	whole	0
 EOF2
 	"$T" -m "$m" 'yes, It' | "$D" -m "$m" --score --grammar 'root ::= "yes, " [a-z]+' >"$TMP/out" 2>"$TMP/err"
 	grep -q 'stdin: token [0-9]* (id [0-9]*): the grammar does not allow it' "$TMP/err" || fail "$(cat "$TMP/err")"
