@@ -452,6 +452,116 @@ compile_array(struct sc *c, const struct jv *s, struct buf *e)
 	return 1;
 }
 
+/* Bytes of the UTF-8 character led by byte c (1 for a byte that leads none) */
+static int
+utf8_len(unsigned char c)
+{
+	return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+}
+
+/* The code point of the UTF-8 character at s (of n bytes, as utf8_len says) */
+static uint32_t
+utf8_at(const char *s, int n)
+{
+	static const unsigned char lead[] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
+	uint32_t u = (unsigned char)s[0] & lead[n];
+
+	for (int i = 1; i < n; i++)
+		u = u << 6 | ((unsigned char)s[i] & 0x3f);
+	return u;
+}
+
+static int
+str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The rest of a name that is none of keys[0..n) (their JSON texts less
+ * the quotes, sorted, all with the same first at bytes), its closing
+ * quote included, as rule name: it ends where no key does; or takes a
+ * plain character that a key takes next, going on as that key's rule
+ * does; or one that no key takes next, then any characters.  Up to where
+ * it leaves every key a name's characters are plain, no escapes: so its
+ * text is what JSON writes for it, and differs from every key's.
+ */
+static void
+other_name(struct sc *c, char **keys, int n, size_t at, const char *base, const char *name)
+{
+	struct buf r = { 0 }, not = { 0 };
+	int i = 0, j;
+
+	if (keys[0][at])	/* sorted: a key that ends here comes first */
+		put(&r, "\"\\\"\" | ");
+	else
+		i = 1;
+	for (; i < n; i = j) {
+		int len = utf8_len((unsigned char)keys[i][at]);
+		char child[80];
+		for (j = i + 1; j < n && strncmp(keys[j] + at, keys[i] + at, (size_t)len) == 0; j++)
+			;
+		put(&not, "\\U%08X", (unsigned)utf8_at(keys[i] + at, len));
+		if (keys[i][at] == '\\')	/* an escape: no plain character is it */
+			continue;
+		snprintf(child, sizeof child, "%s-%d", base, ++c->n_names);
+		literal(&r, keys[i] + at, (size_t)len);
+		put(&r, " %s | ", child);
+		other_name(c, keys + i, j - i, at + (size_t)len, base, child);
+	}
+	c->used |= U_CHAR;
+	put(&r, "[^\"\\\\\\x00-\\x1f");
+	putn(&r, not.s, not.n);
+	put(&r, "] json-char* \"\\\"\"");
+	define(c, name, &r);
+	buf_free(&r), buf_free(&not);
+}
+
+/*
+ * The rule of a property the object does not declare, "name": value,
+ * into name: names none of the n >= 1 declared ones (keys, JSON texts
+ * with their quotes), values of add (true: any).  0 if add has no valid
+ * value.
+ */
+static int
+undeclared(struct sc *c, const struct jv *add, struct buf *keys, int n, char *name, size_t size)
+{
+	struct buf v = { 0 }, r = { 0 };
+	char **k = xcalloc((size_t)n + 1, sizeof *k), other[80];
+	int i, rc = 1;
+
+	for (i = 0; i < n; i++)
+		if (keys[i].n > 1000 + 2) {	/* other_name recurses a character at a time */
+			free(k);
+			return fail(c, "a property name of more than 1000 bytes beside additionalProperties: "
+			    "not supported");
+		}
+	if (add->type == JV_TRUE) {
+		c->used |= U_VALUE;
+		put(&v, "json-value");
+	} else if ((rc = compile_at(c, add, "additionalProperties", NULL, &v)) <= 0) {
+		free(k);
+		buf_free(&v);
+		return rc;
+	}
+	size_t mark = down(c, "additionalProperties");
+	new_name(c, name, size);
+	up(c, mark);
+	for (i = 0; i < n; i++)	/* the texts between the quotes */
+		k[i] = strndup(keys[i].s + 1, keys[i].n - 2);
+	qsort(k, (size_t)n, sizeof *k, str_cmp);
+	snprintf(other, sizeof other, "%s-name", name);
+	other_name(c, k, n, 0, name, other);
+	put(&r, "\"\\\"\" %s space \":\" space ", other);
+	putn(&r, v.s, v.n);
+	define(c, name, &r);
+	for (i = 0; i < n; i++)
+		free(k[i]);
+	free(k);
+	buf_free(&v), buf_free(&r);
+	return 1;
+}
+
 static int
 compile_object(struct sc *c, const struct jv *s, struct buf *e)
 {
@@ -459,7 +569,7 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 	const struct jv *add = jv_get(s, "additionalProperties");
 	struct buf *kv = NULL;	/* each property's "name": value */
 	int *need = NULL, n = 0, i, j, rc = 1;
-	char base[64];
+	char base[64], extra[64] = "";
 
 	if (props && props->type != JV_OBJECT)
 		return fail(c, "properties: expected an object of schemas");
@@ -516,6 +626,29 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 	}
 	if (rc <= 0)
 		goto out;
+	/* undeclared properties, after the declared ones, where additionalProperties allows them */
+	if (np + nr > 0 && add && (add->type == JV_TRUE || add->type == JV_OBJECT)) {
+		struct buf *names = xcalloc((size_t)(np + nr), sizeof *names);
+		int m = 0;
+		for (i = 0; i < np + nr; i++) {
+			const char *key = i < np ? props->key[i] : req->v[i - np].s;
+			if (i < np || !props || !jv_get(props, key))
+				json_string(&names[m++], key, strlen(key));
+		}
+		rc = undeclared(c, add, names, m, extra, sizeof extra);
+		for (i = 0; i < m; i++)
+			buf_free(&names[i]);
+		free(names);
+		if (rc < 0)
+			goto out;
+		if (rc == 0)	/* none can be written: only the declared ones */
+			extra[0] = 0;
+		rc = 1;
+	}
+	if (n == 0 && extra[0]) {
+		put(e, "( \"{\" space ( %s ( space \",\" space %s )* space )? \"}\" )", extra, extra);
+		goto out;
+	}
 	if (n == 0) {
 		struct buf v = { 0 };
 		if (!add || add->type == JV_TRUE) {
@@ -576,7 +709,12 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 		buf_free(&r), buf_free(&f);
 	}
 	free(first);
-	if (empty)	/* all optional: the object may be empty */
+	if (extra[0] && empty)	/* the declared ones, or an undeclared one first; then undeclared ones */
+		put(e, "( \"{\" space ( ( %s-f0 | %s ) ( space \",\" space %s )* space )? \"}\" )", base, extra,
+		    extra);
+	else if (extra[0])
+		put(e, "( \"{\" space %s-f0 ( space \",\" space %s )* space \"}\" )", base, extra);
+	else if (empty)	/* all optional: the object may be empty */
 		put(e, "( \"{\" space ( %s-f0 space )? \"}\" )", base);
 	else
 		put(e, "( \"{\" space %s-f0 space \"}\" )", base);

@@ -165,7 +165,8 @@ main(int argc, char *argv[])
 		    "str ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]* # json-ish\0{\"a\": 1}"),
 		("root ::= . [^a-z] \"\\u00e9\" \"\\x41\"?\0x1\xc3\xa9" "A"),
 		"root ::= a\na ::= \"x\" a | \"\"\0xxx",
-		"root ::= root \"a\"\0a", "root ::= ( \"a\" \0a", "x ::= y\0" };
+		"root ::= root \"a\"\0a", "root ::= ( \"a\" \0a", "x ::= y\0",
+		"root ::= ( [x]* )* ( \"a\"? )+ ( \"b\"* ){2,5}\0xxab" };
 	/* JSON schemas */
 	static const char *schemas[] = {
 		("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
@@ -178,7 +179,9 @@ main(int argc, char *argv[])
 		"{\"additionalProperties\":{\"type\":\"string\",\"minLength\":2}}",
 		"{\"items\":{\"$ref\":\"#\"},\"minItems\":1}", "true", "{}", "{\"format\":\"x\"}",
 		"[1, 2", "{\"$ref\":\"#\"}",
-		"{\"type\":\"integer\",\"minimum\":-37,\"exclusiveMaximum\":1e3}" };
+		"{\"type\":\"integer\",\"minimum\":-37,\"exclusiveMaximum\":1e3}",
+		("{\"properties\":{\"a\":{},\"ab\":{},\"\u00e9\\n\":{}},\"required\":[\"x\"],"
+		    "\"additionalProperties\":{\"type\":\"boolean\"}}") };
 	char buf[256], name[32];
 	size_t i;
 	int v;
