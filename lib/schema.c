@@ -27,7 +27,7 @@ static const char *const type_name[] = { "null", "boolean", "integer", "number",
 /* The keywords, as bits. */
 enum { K_TYPE, K_PROPERTIES, K_REQUIRED, K_ADDITIONAL, K_ENUM, K_CONST, K_ITEMS, K_MINITEMS,
 	K_MAXITEMS, K_MINLENGTH, K_MAXLENGTH, K_ANYOF, K_ONEOF, K_ALLOF, K_REF, K_DEFS, K_ANNOT,
-	K_BOUND };
+	K_BOUND, K_PREFIX, K_ADDITEMS };
 #define B(k) (1u << (k))
 /* What may stand beside $ref, anyOf, allOf: what constrains nothing. */
 #define SIDE (B(K_DEFS) | B(K_ANNOT))
@@ -46,6 +46,7 @@ static const struct {
 	{ "$schema", K_ANNOT }, { "$id", K_ANNOT }, { "deprecated", K_ANNOT },
 	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT }, { "minimum", K_BOUND },
 	{ "maximum", K_BOUND }, { "exclusiveMinimum", K_BOUND }, { "exclusiveMaximum", K_BOUND },
+	{ "prefixItems", K_PREFIX }, { "additionalItems", K_ADDITEMS },
 };
 
 /* The shared rules, as bits, and their text. */
@@ -405,51 +406,128 @@ compile_string(struct sc *c, const struct jv *s, struct buf *e)
 	return 1;
 }
 
+/* The schema at s (a place named by seg, seg2) as a rule of its own, into name; its compile's 1, 0 or -1 */
+static int
+compile_rule(struct sc *c, const struct jv *s, const char *seg, const char *seg2, char *name, size_t size)
+{
+	struct buf b = { 0 };
+	int rc = compile_at(c, s, seg, seg2, &b);
+
+	if (rc > 0) {
+		size_t mark = down(c, seg);
+		if (seg2)
+			down(c, seg2);
+		new_name(c, name, size);
+		up(c, mark);
+		define(c, name, &b);
+	}
+	buf_free(&b);
+	return rc;
+}
+
+/*
+ * Item i of an array on, item i written: the tuple's (names, k of them)
+ * or the rest's (rn; NULL: none), then, after a comma, the next (required
+ * while fewer than min), up to max (-1: no bound).
+ */
+static void
+array_items(struct buf *e, char (*names)[64], int k, const char *rn, int min, int max, int i)
+{
+	int lo, hi;
+
+	if (i < k) {
+		put(e, "%s", names[i]);
+		if ((max < 0 || i + 1 < max) && (i + 1 < k || rn)) {
+			put(e, " ( space \",\" space ");
+			array_items(e, names, k, rn, min, max, i + 1);
+			put(e, " )%s", i + 1 < min ? "" : "?");
+		}
+		return;
+	}
+	/* the rest: from max(1, min - k) to max - k of them */
+	lo = min - k > 1 ? min - k : 1, hi = max < 0 ? -1 : max - k;
+	put(e, "%s", rn);
+	if (hi < 0)
+		put(e, lo > 1 ? " ( space \",\" space %s ){%d,}" : " ( space \",\" space %s )*", rn, lo - 1);
+	else if (hi > 1)
+		put(e, " ( space \",\" space %s ){%d,%d}", rn, lo - 1, hi - 1);
+}
+
+/*
+ * An array: a tuple's first items (prefixItems, or items as an array, as
+ * draft 7 has it), then the rest (items after prefixItems, additionalItems
+ * after an array of items, else items; absent: any values, false: none),
+ * from minItems to maxItems of them in all.  An item whose schema has no
+ * valid value ends the array before it.
+ */
 static int
 compile_array(struct sc *c, const struct jv *s, struct buf *e)
 {
-	const struct jv *items = jv_get(s, "items");
-	struct buf it = { 0 };
-	int min, max, rc = 1;
+	const struct jv *prefix = jv_get(s, "prefixItems"), *items = jv_get(s, "items");
+	const struct jv *rest = items, *tuple = prefix;
+	const char *tkey = "prefixItems", *rkey = "items";
+	char (*names)[64] = NULL, rn[64];
+	int min, max, k = 0, i, rc = 1, open;
 
 	if (count(c, s, "minItems", 0, &min) < 0 || count(c, s, "maxItems", -1, &max) < 0)
 		return -1;
 	if (max >= 0 && min > max)
 		return none(c, "minItems %d is more than maxItems %d", min, max);
+	if (prefix && (prefix->type != JV_ARRAY || prefix->n == 0))
+		return fail(c, "prefixItems: expected a non-empty array of schemas");
+	if (prefix && items && items->type == JV_ARRAY)
+		return fail(c, "items as an array beside prefixItems: not supported");
+	if (jv_get(s, "additionalItems") && !(items && items->type == JV_ARRAY))
+		return fail(c, "additionalItems without items as an array: not supported");
+	if (items && items->type == JV_ARRAY) {	/* draft 7's tuple */
+		tuple = items, tkey = "items";
+		rest = jv_get(s, "additionalItems"), rkey = "additionalItems";
+	}
 	c->used |= U_SPACE;
-	if (items && items->type == JV_ARRAY)
-		return fail(c, "items as an array of schemas (a tuple): not supported");
-	if (!items) {
+	/* the tuple's items, each a rule, up to the first with no valid value */
+	k = tuple ? tuple->n : 0;
+	if (k > MAX_COUNT)
+		return fail(c, "%s: a tuple of more than %d items: not supported", tkey, MAX_COUNT);
+	names = xcalloc((size_t)k + 1, sizeof *names);
+	for (i = 0; i < k; i++) {
+		char at[16];
+		snprintf(at, sizeof at, "%d", i);
+		if ((rc = compile_rule(c, &tuple->v[i], tkey, at, names[i], sizeof names[i])) < 0)
+			goto out;
+		if (rc == 0)
+			break;
+	}
+	if (i < k) {	/* item i cannot be: at most i items, none after */
+		if (min > i)
+			goto out;	/* why: the item's own reason */
+		k = i, max = max < 0 || max > i ? i : max;
+		open = 0;
+	} else if (!rest) {	/* any values after */
 		c->used |= U_VALUE;
-		put(&it, "json-value");
-	} else if ((rc = compile_at(c, items, "items", NULL, &it)) < 0) {
-		buf_free(&it);
-		return -1;
-	}
-	if (rc == 0 && min > 0) {
-		buf_free(&it);
-		return 0;	/* why: the items' own reason */
-	}
-	if (rc == 0 || max == 0) {
+		snprintf(rn, sizeof rn, "json-value");
+		open = 1;
+	} else if ((rc = compile_rule(c, rest, rkey, NULL, rn, sizeof rn)) < 0) {
+		goto out;
+	} else if (rc == 0) {	/* false, or no valid value: the tuple's items only */
+		if (min > k)
+			goto out;
+		open = 0;
+	} else
+		open = 1;
+	if (!open)
+		max = max < 0 || max > k ? k : max;
+	if (max == 0) {
 		put(e, "( \"[\" space \"]\" )");
-		buf_free(&it);
-		return 1;
+		rc = 1;
+		goto out;
 	}
-	/* an item, then the rest, each after a comma */
-	char name[64];
-	size_t mark = down(c, "items");
-	new_name(c, name, sizeof name);
-	up(c, mark);
-	define(c, name, &it);
-	buf_free(&it);
-	int lo = min > 0 ? min - 1 : 0, hi = max - 1;
-	put(e, "( \"[\" space %s%s ( space \",\" space %s )", min ? "" : "( ", name, name);
-	if (max < 0)
-		put(e, lo ? "{%d,}" : "*", lo);
-	else
-		put(e, "{%d,%d}", lo, hi);
-	put(e, " space %s\"]\" )", min ? "" : ")? ");
-	return 1;
+	put(e, "( \"[\" space %s", min ? "" : "( ");
+	array_items(e, names, k, open ? rn : NULL, min, max, 0);
+	put(e, "%s space \"]\" )", min ? "" : " )?");
+	rc = 1;
+out:
+	free(names);
+	return rc;
 }
 
 /* Bytes of the UTF-8 character led by byte c (1 for a byte that leads none) */

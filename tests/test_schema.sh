@@ -19,6 +19,8 @@ ranged	{"type":"object","properties":{"age":{"type":"integer","minimum":0,"maxim
 any	{}
 open	{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"string","maxLength":3}},"required":["a"],"additionalProperties":true}
 extra	{"type":"object","properties":{"id":{"type":"integer"}},"additionalProperties":{"type":"boolean"}}
+tuple	{"type":"array","prefixItems":[{"type":"integer"},{"enum":["a","b"]}],"items":{"type":"boolean"},"maxItems":4}
+tuple7	{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"string","maxLength":3},{"type":"null"}],"additionalItems":false,"minItems":1}
 EOF
 
 have_jsonschema() {
@@ -27,7 +29,8 @@ have_jsonschema() {
 		skip "python3's jsonschema module is not installed (Debian: python3-jsonschema)"
 }
 
-# validate SCHEMAFILE TEXTFILE [any]: the text is JSON that validates,
+# validate SCHEMAFILE TEXTFILE [any]: the text is JSON that validates (by
+# 2020-12, or the draft its $schema names),
 # and (unless any) an object's members come in the order of the schema's
 # properties, the undeclared ones after them.
 validate() {
@@ -35,7 +38,7 @@ validate() {
 schema = json.load(open(sys.argv[1]))
 text = open(sys.argv[2], encoding="utf-8").read()
 v = json.loads(text)
-jsonschema.Draft202012Validator(schema).validate(v)
+jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema).validate(v)
 if len(sys.argv) < 4 and isinstance(v, dict) and "properties" in schema:
     order = [k for k in schema["properties"] if k in v]
     if list(v) != order + [k for k in v if k not in schema["properties"]]:
@@ -193,8 +196,22 @@ extra	{}	whole
 extra	{"id": 3, "x": 1}	left
 extra	{"id": 3, "\u0069d": true}	left
 extra	{"id": 3, "i\u0064x": true}	left*
+tuple	[1, "a", true, false]	whole
+tuple	[1]	whole
+tuple	[]	whole
+tuple	[-4, "b"]	whole
+tuple	[1, "c"]	left
+tuple	[1, "a", 3]	left
+tuple	[1, "a", true, true, true]	left
+tuple	["a"]	left
+tuple7	["ab"]	whole
+tuple7	["ab", null]	whole
+tuple7	[]	left
+tuple7	["ab", null, null]	left
+tuple7	["abcd"]	left
+tuple7	[null]	left
 EOF
-	[ $n -eq 77 ] || fail "$n cases read"
+	[ $n -eq 91 ] || fail "$n cases read"
 }
 
 # A schema that cannot be used: exit 2, one line naming the place, before any work (no model is read).
@@ -228,7 +245,11 @@ false	/: the schema has no valid value: it is false
 {"anyOf":[]}	/: anyOf: expected a non-empty array of schemas
 {"type":"string","maxLength":1001}	/: maxLength 1001: not supported above 1000
 {"type":"string","maxLength":-1}	/: maxLength: expected a non-negative integer
-{"items":[{}]}	/: items as an array of schemas (a tuple): not supported
+{"prefixItems":[]}	/: prefixItems: expected a non-empty array of schemas
+{"prefixItems":[{}],"items":[{}]}	/: items as an array beside prefixItems: not supported
+{"additionalItems":false}	/: additionalItems without items as an array: not supported
+{"type":"array","prefixItems":[{},{"type":"integer","minimum":5,"maximum":4}],"minItems":2}	/prefixItems/1: the schema has no valid value
+{"type":"array","items":[{}],"additionalItems":false,"minItems":2}	/additionalItems: the schema has no valid value: it is false
 {"required":"a"}	/: required: expected an array of names
 {"a":	1:6: unexpected end of the text: expected a value
 {"a":1,"a":2}	1:8: a name given twice in one object

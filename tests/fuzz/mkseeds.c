@@ -181,7 +181,9 @@ main(int argc, char *argv[])
 		"[1, 2", "{\"$ref\":\"#\"}",
 		"{\"type\":\"integer\",\"minimum\":-37,\"exclusiveMaximum\":1e3}",
 		("{\"properties\":{\"a\":{},\"ab\":{},\"\u00e9\\n\":{}},\"required\":[\"x\"],"
-		    "\"additionalProperties\":{\"type\":\"boolean\"}}") };
+		    "\"additionalProperties\":{\"type\":\"boolean\"}}"),
+		"{\"prefixItems\":[{\"type\":\"integer\"},false],\"items\":{},\"maxItems\":3}",
+		"{\"items\":[{\"const\":1},{}],\"additionalItems\":false,\"minItems\":1}" };
 	char buf[256], name[32];
 	size_t i;
 	int v;
