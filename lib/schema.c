@@ -903,6 +903,253 @@ non_negative(struct buf *e, long long lo, long long hi)
 	put(e, ")");
 }
 
+/*
+ * A number bound as an exact decimal: its sign, integer digits (no
+ * leading zeros; "0"), fraction digits (no trailing zeros; ""), and big
+ * if its integer part has more than 16 digits (beyond what is written).
+ */
+struct dec {
+	int neg, big;
+	char i[20], f[210];
+};
+
+/* v's number text as a decimal; -1 if it has more than 100 digits */
+static int
+dec_parse(const char *v, struct dec *d)
+{
+	char m[128];
+	int n = 0, point = -1, k;
+	long e = 0, pos;
+
+	memset(d, 0, sizeof *d);
+	if (*v == '-')
+		d->neg = 1, v++;
+	for (; *v && *v != 'e' && *v != 'E'; v++)
+		if (*v == '.')
+			point = n;
+		else if (n < 100)
+			m[n++] = *v;
+		else
+			return -1;
+	if (point < 0)
+		point = n;
+	if (*v)
+		e = strtol(v + 1, NULL, 10);
+	e = e > 1000 ? 1000 : e < -1000 ? -1000 : e;
+	pos = point + e;	/* the point's place among the n digits */
+	for (k = 0; k < n && m[k] == '0'; k++)
+		;
+	if (k == n) {	/* zero */
+		strcpy(d->i, "0");
+		d->neg = 0;
+		return 0;
+	}
+	if (pos - k > 16) {
+		d->big = 1;
+		return 0;
+	}
+	/* the integer digits: m[k..pos) (zeros past n) */
+	int ni = 0;
+	for (long j = k; j < pos; j++)
+		d->i[ni++] = j < n ? m[j] : '0';
+	if (ni == 0)
+		d->i[ni++] = '0';
+	d->i[ni] = 0;
+	/* the fraction digits: from pos on (zeros before m's first) */
+	int nf = 0;
+	if (pos < -100) {	/* a first digit past the 100th place is as good as one past the 16th */
+		strcpy(d->f, "00000000000000000001");
+		return 0;
+	}
+	for (long j = pos; j < n; j++)
+		d->f[nf++] = j < 0 ? '0' : m[j];
+	while (nf > 0 && d->f[nf - 1] == '0')
+		nf--;
+	d->f[nf] = 0;
+	return 0;
+}
+/* Whether a fraction's rest, worth 0, is within what is left of the bounds (frac_more's) */
+static int
+frac_zero_ok(const char *lo, int lo_in, const char *hi, int hi_in)
+{
+	return (!lo || (!*lo && lo_in)) && (!hi || *hi || hi_in);
+}
+
+/*
+ * Fraction digits r from the at-th on (16 in all at most), not empty,
+ * with 0.r >= 0.lo (> if not lo_in) and 0.r <= 0.hi (< if not hi_in),
+ * lo and hi what is left of the bounds' digits after those before (NULL:
+ * no bound): digit by digit, a digit above lo's and below hi's leaving
+ * any digits after.  1 if any r is, 0 if none.
+ */
+static int
+frac_more(struct buf *e, const char *lo, int lo_in, const char *hi, int hi_in, int at)
+{
+	int n = 0, c, from = -1, rem = 16 - at;
+
+	if (lo && !*lo && lo_in)
+		lo = NULL;
+	if (at >= 16 || (hi && !*hi && !hi_in))
+		return 0;
+	for (c = '0'; c <= '9' + 1; c++) {
+		const char *L = lo, *H = hi;
+		int ok = c <= '9';
+		if (ok && lo)	/* "": above 0 still to come */
+			L = !*lo ? (c > '0' ? NULL : lo) : c > lo[0] ? NULL : c == lo[0] ? lo + 1 : (ok = 0, lo);
+		if (ok && hi)	/* "": only zeros left */
+			H = !*hi ? (c == '0' ? hi : (ok = 0, hi)) : c < hi[0] ? NULL : c == hi[0] ? hi + 1 : (ok = 0, hi);
+		if (L && !*L && lo_in)
+			L = NULL;
+		if (ok && !L && !H) {	/* free: a run of such digits, any after */
+			if (from < 0)
+				from = c;
+			continue;
+		}
+		if (from >= 0) {
+			put(e, "%s[%c-%c]", n++ ? " | " : "( ", from, c - 1);
+			if (rem > 1)
+				put(e, " [0-9]{0,%d}", rem - 1);
+			from = -1;
+		}
+		if (!ok)
+			continue;
+		struct buf sub = { 0 };
+		int more = frac_more(&sub, L, lo_in, H, hi_in, at + 1), zero = frac_zero_ok(L, lo_in, H, hi_in);
+		if (more || zero) {
+			put(e, "%s\"%c\"", n++ ? " | " : "( ", c);
+			if (more) {
+				putn(e, " ", 1);
+				putn(e, sub.s, sub.n);
+				put(e, zero ? "?" : "");
+			}
+		}
+		buf_free(&sub);
+	}
+	if (n)
+		put(e, " )");
+	return n > 0;
+}
+
+/* The integer digits lit, then a fraction within lo and hi (frac_more's); 1 if any is, after sep */
+static int
+with_fraction(struct buf *e, const char *sep, const char *lit, const char *lo, int lo_in, const char *hi, int hi_in)
+{
+	struct buf f = { 0 };
+	int more = frac_more(&f, lo, lo_in, hi, hi_in, 0), zero = frac_zero_ok(lo, lo_in, hi, hi_in);
+
+	if (more || zero) {
+		put(e, "%s\"%s\"", sep, lit);
+		if (more) {
+			put(e, zero ? " ( \".\" " : " \".\" ");
+			putn(e, f.s, f.n);
+			put(e, zero ? " )?" : "");
+		}
+	}
+	buf_free(&f);
+	return more || zero;
+}
+
+/*
+ * The numbers from a to b (b NULL: no bound; in: whether each is), both
+ * not negative, as alternatives after *n ones: by integer part, a's with
+ * a fraction above a's, those between with any, b's with one below b's.
+ */
+static void
+non_negative_numbers(struct buf *e, const struct dec *a, int a_in, const struct dec *b, int b_in, int *n)
+{
+	long long A = atoll(a->i), B = b && !b->big ? atoll(b->i) : INT_MOST + 1;
+
+	if (a->big || A > B)
+		return;
+	if (A == B) {
+		*n += with_fraction(e, *n ? " | " : "", a->i, a->f, a_in, b->f, b_in);
+		return;
+	}
+	*n += with_fraction(e, *n ? " | " : "", a->i, a->f, a_in, NULL, 1);
+	if (A + 1 <= B - 1 && A + 1 <= INT_MOST) {
+		put(e, "%s", (*n)++ ? " | " : "");
+		non_negative(e, A + 1, B - 1 < INT_MOST ? B - 1 : INT_MOST);
+		put(e, " ( \".\" [0-9]{1,16} )?");
+	}
+	if (B <= INT_MOST)
+		*n += with_fraction(e, *n ? " | " : "", b->i, NULL, 1, b->f, b_in);
+}
+
+/* a against b as numbers: -1, 0, 1 (two bounds past 16 digits: as equal) */
+static int
+dec_cmp(const struct dec *a, const struct dec *b)
+{
+	int r;
+
+	if (a->neg != b->neg)
+		return a->neg ? -1 : 1;
+	if (a->big || b->big)
+		r = a->big - b->big;
+	else if (strlen(a->i) != strlen(b->i))
+		r = strlen(a->i) < strlen(b->i) ? -1 : 1;
+	else if ((r = strcmp(a->i, b->i)) == 0)
+		r = strcmp(a->f, b->f);	/* no trailing zeros: as the fractions compare */
+	r = r < 0 ? -1 : r > 0;
+	return a->neg ? -r : r;
+}
+
+/*
+ * A number with bounds, written without an exponent (narrower than JSON's
+ * numbers, so that the bounds hold exactly): its non-negative part, then
+ * "-" and the magnitudes of its negative part, above 0.
+ */
+static int
+compile_number(struct sc *c, const struct jv *s, struct buf *e)
+{
+	static const char *keys[] = { "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum" };
+	struct dec lo, hi, v, zero = { 0, 0, "0", "" };
+	int has_lo = 0, has_hi = 0, lo_in = 1, hi_in = 1, n = 0, k = 0;
+	struct buf alt = { 0 }, neg = { 0 };
+
+	for (int i = 0; i < 4; i++) {
+		const struct jv *b = jv_get(s, keys[i]);
+		if (!b)
+			continue;
+		if (b->type != JV_NUMBER)
+			return fail(c, "%s: expected a number", keys[i]);
+		if (dec_parse(b->s, &v) < 0)
+			return fail(c, "%s: more than 100 digits: not supported", keys[i]);
+		int cmp = i < 2 ? (has_lo ? dec_cmp(&v, &lo) : 1) : (has_hi ? dec_cmp(&hi, &v) : 1);
+		if (cmp > 0 || (cmp == 0 && i % 2)) {	/* the stricter bound */
+			if (i < 2)
+				lo = v, lo_in = !(i % 2), has_lo = 1;
+			else
+				hi = v, hi_in = !(i % 2), has_hi = 1;
+		}
+	}
+	if (!has_lo && !has_hi) {
+		c->used |= U_NUMBER;
+		put(e, "json-number");
+		return 1;
+	}
+	if (!has_hi || (!hi.neg && (dec_cmp(&hi, &zero) > 0 || hi_in)))
+		non_negative_numbers(&alt, has_lo && !lo.neg ? &lo : &zero, has_lo && !lo.neg ? lo_in : 1,
+		    has_hi ? &hi : NULL, hi_in, &n);
+	if (!has_lo || lo.neg) {	/* magnitudes from |hi| (or above 0) to |lo| */
+		struct dec mlo = has_hi && hi.neg ? hi : zero, mhi = lo;
+		mlo.neg = mhi.neg = 0;
+		non_negative_numbers(&neg, &mlo, has_hi && hi.neg ? hi_in : 0, has_lo ? &mhi : NULL, lo_in, &k);
+		if (k) {
+			put(&alt, "%s\"-\" ( ", n++ ? " | " : "");
+			putn(&alt, neg.s, neg.n);
+			put(&alt, " )");
+		}
+	}
+	if (n) {
+		put(e, "( ");
+		putn(e, alt.s, alt.n);
+		put(e, " )");
+	}
+	buf_free(&alt), buf_free(&neg);
+	return n ? 1 : none(c, "no number of at most 16 digits before the point and 16 after it "
+	    "is within its bounds");
+}
+
 /* An integer with bounds (minimum, maximum, exclusive ones): its digits' rules, or none. */
 static int
 compile_integer(struct sc *c, const struct jv *s, struct buf *e)
@@ -944,13 +1191,7 @@ compile_type(struct sc *c, const struct jv *s, unsigned t, struct buf *e)
 	case T_NULL: put(e, "\"null\""); return 1;
 	case T_BOOLEAN: put(e, "( \"true\" | \"false\" )"); return 1;
 	case T_INTEGER: return compile_integer(c, s, e);
-	case T_NUMBER:
-		if (other(s, ~B(K_BOUND)))
-			return fail(c, "\"%s\" on a number: bounds are supported on integers only",
-			    other(s, ~B(K_BOUND)));
-		c->used |= U_NUMBER;
-		put(e, "json-number");
-		return 1;
+	case T_NUMBER: return compile_number(c, s, e);
 	case T_STRING: return compile_string(c, s, e);
 	case T_ARRAY: return compile_array(c, s, e);
 	default: return compile_object(c, s, e);

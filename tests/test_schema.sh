@@ -20,6 +20,9 @@ any	{}
 open	{"type":"object","properties":{"a":{"type":"integer"},"ab":{"type":"string","maxLength":3}},"required":["a"],"additionalProperties":true}
 extra	{"type":"object","properties":{"id":{"type":"integer"}},"additionalProperties":{"type":"boolean"}}
 tuple	{"type":"array","prefixItems":[{"type":"integer"},{"enum":["a","b"]}],"items":{"type":"boolean"},"maxItems":4}
+numrange	{"type":"number","minimum":0.5,"maximum":2.25}
+numneg	{"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":0}
+numtiny	{"type":["number","null"],"exclusiveMinimum":1e-3,"maximum":1e3,"minimum":-7}
 tuple7	{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"string","maxLength":3},{"type":"null"}],"additionalItems":false,"minItems":1}
 EOF
 
@@ -210,8 +213,83 @@ tuple7	[]	left
 tuple7	["ab", null, null]	left
 tuple7	["abcd"]	left
 tuple7	[null]	left
+numrange	0.5	whole
+numrange	2.25	whole
+numrange	2.2500	whole
+numrange	1	whole
+numrange	1.999	whole
+numrange	0.49	left
+numrange	2.2500001	left
+numrange	2.26	left
+numrange	3	left
+numrange	-1	left
+numrange	0.5e0	left*
+numneg	-1.4999	whole
+numneg	-0.0001	whole
+numneg	-1	whole
+numneg	-1.5	left
+numneg	0	left
+numneg	-2	left
+numtiny	0.0011	whole
+numtiny	1000	whole
+numtiny	0.5	whole
+numtiny	null	whole
+numtiny	0.0009	left
+numtiny	1000.0001	left
+numtiny	-1	left
+numtiny	1e2	left*
 EOF
-	[ $n -eq 91 ] || fail "$n cases read"
+	[ $n -eq 116 ] || fail "$n cases read"
+}
+
+# Bounds on numbers, random ones (some written with exponents) against
+# random numbers and numbers next to them, judged by --score as Python's
+# exact decimals judge them:
+# inside whole, outside left (or a start, that more digits would make
+# inside), never the other way.
+number_bounds_agree_with_exact_decimals() {
+	command -v python3 >/dev/null || fail "python3 is needed"
+	python3 - "$(tiny f32)" "$T" "$D" <<'EOF' || fail "the bounds disagree"
+import json, random, subprocess, sys
+from decimal import Decimal
+m, tok, dec = sys.argv[1:4]
+random.seed(3)
+def number():
+    digits = "".join(random.choice("0123456789") for _ in range(random.randint(0, 3)))
+    return ("-" if random.random() < 0.4 else "") + str(random.randint(0, 30)) + ("." + digits if digits else "")
+def bound():
+    x = number()
+    if random.random() < 0.4:	# the same value with an exponent
+        e = random.randint(-3, 3)
+        x = format(Decimal(x).scaleb(-e), "f") + "e" + str(e)
+    return x
+bad = judged = 0
+for case in range(120):
+    schema, checks = {"type": "number"}, []
+    for keys in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if random.random() < 0.8:
+            b, key = bound(), random.choice(keys)
+            schema[key] = json.loads(b)
+            checks.append((key, Decimal(b)))
+    text = number()
+    if checks and random.random() < 0.6:	# near a bound: its digits, then one more or less at a place
+        near = random.choice(checks)[1] + random.choice((-1, 0, 1)) * Decimal(10) ** -random.randint(0, 4)
+        text = format(near.normalize(), "f")
+    v, inside = Decimal(text), True
+    for key, b in checks:
+        inside &= {"minimum": v >= b, "exclusiveMinimum": v > b, "maximum": v <= b, "exclusiveMaximum": v < b}[key]
+    ids = subprocess.run([tok, "-m", m, "--", text], capture_output=True, text=True).stdout
+    r = subprocess.run([dec, "-m", m, "--score", "--json-schema", json.dumps(schema)], input=ids,
+        capture_output=True, text=True)
+    if r.returncode == 2 and "no valid value" in r.stderr:
+        continue	# an empty range: nothing is inside
+    judged += 1
+    if r.returncode != (0 if inside else 4) and not (not inside and r.returncode == 3):
+        bad += 1
+        print("%s on %s: exit %d, inside %s" % (json.dumps(schema), text, r.returncode, inside))
+print("%d judged, %d disagree" % (judged, bad))
+sys.exit(bad > 0 or judged < 60)
+EOF
 }
 
 # A schema that cannot be used: exit 2, one line naming the place, before any work (no model is read).
@@ -226,7 +304,8 @@ bad_schemas_are_usage_errors() {
 	done <<'EOF'
 {"properties":{"age":{"type":"integer","format":"int32"}}}	/properties/age: unsupported keyword "format"
 {"items":{"multipleOf":2}}	/items: unsupported keyword "multipleOf"
-{"items":{"type":"number","minimum":0}}	/items: "minimum" on a number: bounds are supported on integers only
+{"type":"number","minimum":1,"exclusiveMaximum":1}	/: the schema has no valid value: no number of at most 16 digits before the point and 16 after it is within its bounds
+{"type":"number","maximum":true}	/: maximum: expected a number
 {"type":"integer","minimum":10,"exclusiveMaximum":10}	/: the schema has no valid value: no integer of at most 16 digits is within its bounds
 {"type":"integer","maximum":"3"}	/: maximum: expected a number
 {"properties":{"a/b":{"pattern":"x"}}}	/properties/a~1b: unsupported keyword "pattern"
@@ -310,6 +389,7 @@ lines_under_a_schema_are_their_solo_runs() {
 
 t bad_schemas_are_usage_errors
 t texts_are_judged_as_a_validator_judges_them
+t number_bounds_agree_with_exact_decimals
 t outputs_validate_on_a_random_model
 t outputs_validate_on_stories260K
 t printed_grammar_generates_the_same

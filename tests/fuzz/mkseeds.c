@@ -183,7 +183,8 @@ main(int argc, char *argv[])
 		("{\"properties\":{\"a\":{},\"ab\":{},\"\u00e9\\n\":{}},\"required\":[\"x\"],"
 		    "\"additionalProperties\":{\"type\":\"boolean\"}}"),
 		"{\"prefixItems\":[{\"type\":\"integer\"},false],\"items\":{},\"maxItems\":3}",
-		"{\"items\":[{\"const\":1},{}],\"additionalItems\":false,\"minItems\":1}" };
+		"{\"items\":[{\"const\":1},{}],\"additionalItems\":false,\"minItems\":1}",
+		"{\"type\":\"number\",\"exclusiveMinimum\":-1.25e-1,\"maximum\":12.5,\"minimum\":-3}" };
 	char buf[256], name[32];
 	size_t i;
 	int v;
