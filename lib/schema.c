@@ -14,6 +14,7 @@
 
 #include "jsonread.h"
 #include "schema.h"
+#include "unicode.h"
 #include "util.h"
 
 #define MAX_COUNT 1000		/* minLength, maxItems...: grammar.c's bound on a repetition */
@@ -530,25 +531,6 @@ out:
 	return rc;
 }
 
-/* Bytes of the UTF-8 character led by byte c (1 for a byte that leads none) */
-static int
-utf8_len(unsigned char c)
-{
-	return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-}
-
-/* The code point of the UTF-8 character at s (of n bytes, as utf8_len says) */
-static uint32_t
-utf8_at(const char *s, int n)
-{
-	static const unsigned char lead[] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
-	uint32_t u = (unsigned char)s[0] & lead[n];
-
-	for (int i = 1; i < n; i++)
-		u = u << 6 | ((unsigned char)s[i] & 0x3f);
-	return u;
-}
-
 static int
 str_cmp(const void *a, const void *b)
 {
@@ -575,11 +557,12 @@ other_name(struct sc *c, char **keys, int n, size_t at, const char *base, const 
 	else
 		i = 1;
 	for (; i < n; i = j) {
-		int len = utf8_len((unsigned char)keys[i][at]);
+		uint32_t cp;
+		int len = utf8_decode((const unsigned char *)keys[i] + at, strlen(keys[i] + at), &cp);
 		char child[80];
 		for (j = i + 1; j < n && strncmp(keys[j] + at, keys[i] + at, (size_t)len) == 0; j++)
 			;
-		put(&not, "\\U%08X", (unsigned)utf8_at(keys[i] + at, len));
+		put(&not, "\\U%08X", (unsigned)cp);
 		if (keys[i][at] == '\\')	/* an escape: no plain character is it */
 			continue;
 		snprintf(child, sizeof child, "%s-%d", base, ++c->n_names);
@@ -992,12 +975,16 @@ frac_more(struct buf *e, const char *lo, int lo_in, const char *hi, int hi_in, i
 	if (at >= 16 || (hi && !*hi && !hi_in))
 		return 0;
 	for (c = '0'; c <= '9' + 1; c++) {
-		const char *L = lo, *H = hi;
+		const char *L = lo, *H = hi;	/* what is left of each bound after c; NULL: met */
 		int ok = c <= '9';
-		if (ok && lo)	/* "": above 0 still to come */
-			L = !*lo ? (c > '0' ? NULL : lo) : c > lo[0] ? NULL : c == lo[0] ? lo + 1 : (ok = 0, lo);
-		if (ok && hi)	/* "": only zeros left */
-			H = !*hi ? (c == '0' ? hi : (ok = 0, hi)) : c < hi[0] ? NULL : c == hi[0] ? hi + 1 : (ok = 0, hi);
+		if (ok && lo && *lo)
+			L = c > lo[0] ? NULL : c == lo[0] ? lo + 1 : (ok = 0, lo);
+		else if (ok && lo && c > '0')	/* "": above 0 still to come */
+			L = NULL;
+		if (ok && hi && *hi)
+			H = c < hi[0] ? NULL : c == hi[0] ? hi + 1 : (ok = 0, hi);
+		else if (ok && hi && c > '0')	/* "": only zeros left */
+			ok = 0;
 		if (L && !*L && lo_in)
 			L = NULL;
 		if (ok && !L && !H) {	/* free: a run of such digits, any after */

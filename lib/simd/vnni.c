@@ -260,8 +260,7 @@ quant_vnni_round(const float *x, size_t ldx, int t0, int t1, int T, int cols, fl
 	if (!simd_in_lanes(T))
 		return;
 	/* the same integers and scales by groups of 16 tokens, pair by pair; the lanes past T zero */
-	__m512i apart = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-	    13, 14, 15), _mm512_set1_epi32(16));
+	__m512i apart = lanes_times(16);
 	for (t = t0; t < (t1 == T ? lanes : t1); t++) {
 		size_t g = (size_t)(t / 16) * nb;
 		for (b = 0; b < nb; b++) {
