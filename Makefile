@@ -4,11 +4,11 @@
 
 include config.mk
 
-LIBSRC = lib/attn.c lib/batch.c lib/fmath.c lib/chat.c lib/grammar.c lib/jsonread.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/kvtype.c lib/kvwin.c lib/matmul.c lib/model.c lib/pool.c \
+LIBSRC = lib/attn.c lib/batch.c lib/fmath.c lib/chat.c lib/grammar.c lib/jsonread.c lib/regex.c lib/schema.c lib/stop.c lib/gguf.c lib/kernels.c lib/kv.c lib/kvtype.c lib/kvwin.c lib/matmul.c lib/model.c lib/pool.c \
 	lib/pretok.c lib/quant.c lib/simd/avx2.c lib/simd/avx512.c lib/simd/vnni.c lib/simd/amx.c lib/simd/neon.c lib/sample.c \
 	lib/rope.c lib/sha256.c lib/snapshot.c \
 	lib/tok.c lib/tokstream.c lib/unicode.c lib/unicode_table.c lib/util.c
-LIBHDR = lib/attn.h lib/batch.h lib/fmath.h lib/chat.h lib/grammar.h lib/jsonread.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/kvpriv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
+LIBHDR = lib/attn.h lib/batch.h lib/fmath.h lib/chat.h lib/grammar.h lib/jsonread.h lib/regex.h lib/schema.h lib/stop.h lib/gguf.h lib/kernels.h lib/kv.h lib/kvpriv.h lib/matmul.h lib/model.h lib/pool.h lib/pretok.h lib/quant.h lib/sample.h \
 	lib/rope.h lib/sha256.h lib/snapshot.h \
 	lib/tok.h lib/tokstream.h lib/unicode.h lib/util.h
 LIBOBJ = $(LIBSRC:.c=.o)

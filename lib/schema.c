@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "jsonread.h"
+#include "regex.h"
 #include "schema.h"
 #include "unicode.h"
 #include "util.h"
@@ -28,7 +29,7 @@ static const char *const type_name[] = { "null", "boolean", "integer", "number",
 /* The keywords, as bits. */
 enum { K_TYPE, K_PROPERTIES, K_REQUIRED, K_ADDITIONAL, K_ENUM, K_CONST, K_ITEMS, K_MINITEMS,
 	K_MAXITEMS, K_MINLENGTH, K_MAXLENGTH, K_ANYOF, K_ONEOF, K_ALLOF, K_REF, K_DEFS, K_ANNOT,
-	K_BOUND, K_PREFIX, K_ADDITEMS };
+	K_BOUND, K_PREFIX, K_ADDITEMS, K_PATTERN, K_FORMAT };
 #define B(k) (1u << (k))
 /* What may stand beside $ref, anyOf, allOf: what constrains nothing. */
 #define SIDE (B(K_DEFS) | B(K_ANNOT))
@@ -47,11 +48,22 @@ static const struct {
 	{ "$schema", K_ANNOT }, { "$id", K_ANNOT }, { "deprecated", K_ANNOT },
 	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT }, { "minimum", K_BOUND },
 	{ "maximum", K_BOUND }, { "exclusiveMinimum", K_BOUND }, { "exclusiveMaximum", K_BOUND },
-	{ "prefixItems", K_PREFIX }, { "additionalItems", K_ADDITEMS },
+	{ "prefixItems", K_PREFIX }, { "additionalItems", K_ADDITEMS }, { "pattern", K_PATTERN },
+	{ "format", K_FORMAT },
 };
 
 /* The shared rules, as bits, and their text. */
-enum { U_SPACE = 1, U_CHAR = 2, U_STRING = 4, U_INTEGER = 8, U_NUMBER = 16, U_VALUE = 32 };
+enum { U_SPACE = 1, U_CHAR = 2, U_STRING = 4, U_INTEGER = 8, U_NUMBER = 16, U_VALUE = 32, U_DATE = 64,
+	U_TIME = 128, U_DATETIME = 256, U_UUID = 512 };
+
+/* The formats taken: a rule each, written when used. */
+static const struct {
+	const char *name;
+	unsigned use;
+} formats[] = {
+	{ "date", U_DATE }, { "time", U_TIME }, { "date-time", U_DATETIME | U_DATE | U_TIME },
+	{ "uuid", U_UUID },
+};
 
 struct ref {
 	const struct jv *node;
@@ -385,11 +397,52 @@ ref(struct sc *c, const struct jv *r, struct buf *e)
 	return 1;
 }
 
+/*
+ * A string's pattern, or its format: either stands alone (beside
+ * minLength or maxLength, or each other, they are refused).  0 if s has
+ * neither.
+ */
+static int
+string_shape(struct sc *c, const struct jv *s, struct buf *e)
+{
+	const struct jv *p = jv_get(s, "pattern"), *f = jv_get(s, "format");
+	const char *len = jv_get(s, "minLength") ? "minLength" : jv_get(s, "maxLength") ? "maxLength" : NULL;
+	size_t k;
+
+	if (!p && !f)
+		return 0;
+	if (p && f)
+		return fail(c, "\"pattern\" beside \"format\": not supported");
+	if (len)
+		return fail(c, "\"%s\" beside \"%s\": not supported", len, p ? "pattern" : "format");
+	if (f) {
+		if (f->type != JV_STRING)
+			return fail(c, "format: expected a string");
+		for (k = 0; k < sizeof formats / sizeof *formats && strcmp(formats[k].name, f->s) != 0; k++)
+			;
+		if (k == sizeof formats / sizeof *formats)
+			return fail(c, "format \"%s\": not supported (date, time, date-time and uuid are)", f->s);
+		c->used |= formats[k].use;
+		put(e, "( \"\\\"\" json-%s \"\\\"\" )", f->s);
+		return 1;
+	}
+	if (p->type != JV_STRING)
+		return fail(c, "pattern: expected a string");
+	put(e, "( \"\\\"\" ");
+	if (regex_gbnf(p->s, p->len, "json-char", e) < 0)
+		return fail(c, "pattern: %s", llm_err());
+	put(e, " \"\\\"\" )");
+	c->used |= U_CHAR;
+	return 1;
+}
+
 static int
 compile_string(struct sc *c, const struct jv *s, struct buf *e)
 {
-	int min, max;
+	int min, max, rc;
 
+	if ((rc = string_shape(c, s, e)) != 0)
+		return rc;
 	if (count(c, s, "minLength", 0, &min) < 0 || count(c, s, "maxLength", -1, &max) < 0)
 		return -1;
 	if (max >= 0 && min > max)
@@ -1197,7 +1250,7 @@ types(struct sc *c, const struct jv *s, unsigned have, unsigned *out)
 			m |= T_OBJECT;
 		if (have & (B(K_ITEMS) | B(K_MINITEMS) | B(K_MAXITEMS)))
 			m |= T_ARRAY;
-		if (have & (B(K_MINLENGTH) | B(K_MAXLENGTH)))
+		if (have & (B(K_MINLENGTH) | B(K_MAXLENGTH) | B(K_PATTERN) | B(K_FORMAT)))
 			m |= T_STRING;
 		if (have & B(K_BOUND))
 			m |= T_INTEGER;	/* bounds are generated for integers alone */
@@ -1331,6 +1384,16 @@ compile(struct sc *c, const struct jv *s, struct buf *e)
 		return compile_enum(c, s, have, e);
 	if (types(c, s, have, &m) < 0)
 		return -1;
+	if ((have & (B(K_PATTERN) | B(K_FORMAT))) && !(m & T_STRING)) {
+		/* for strings alone, but refused if it could never be used */
+		struct buf scratch = { 0 };
+		unsigned used = c->used;
+		int rc = string_shape(c, s, &scratch);
+		c->used = used;
+		buf_free(&scratch);
+		if (rc < 0)
+			return -1;
+	}
 	if (m == T_ALL && !(have & ~SIDE & ~B(K_TYPE))) {
 		c->used |= U_VALUE;
 		put(e, "json-value");
@@ -1374,6 +1437,21 @@ static const char shared_string[] = "json-string ::= \"\\\"\" json-char* \"\\\"\
 static const char shared_integer[] = "json-integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n";
 static const char shared_number[] =
     "json-number ::= json-integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n";
+/* RFC 3339's full-date (years 0001 to 9999, the days each month has), full-time (seconds to 59) */
+static const char shared_date[] =
+    "json-date ::= ( \"0\" ( \"0\" ( \"0\" [1-9] | [1-9] [0-9] ) | [1-9] [0-9]{2} ) | [1-9] [0-9]{3} ) "
+    "\"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+    "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
+    "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | json-leap-year \"-02-29\"\n"
+    "json-leap-year ::= [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | "
+    "( \"0\" [48] | [2468] [048] | [13579] [26] ) \"00\"\n";
+static const char shared_time[] =
+    "json-time ::= ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]+ )? "
+    "( [Zz] | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )\n";
+static const char shared_datetime[] = "json-date-time ::= json-date [Tt] json-time\n";
+static const char shared_uuid[] =
+    "json-uuid ::= [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+    "[0-9a-fA-F]{12}\n";
 static const char shared_value[] =
     "json-value ::= json-object | json-array | json-string | json-number | \"true\" | \"false\" "
     "| \"null\"\n"
@@ -1440,6 +1518,14 @@ schema_to_gbnf(const char *text, size_t n, char **gbnf)
 			putn(&out, shared_number, strlen(shared_number));
 		if (c.used & U_INTEGER)
 			putn(&out, shared_integer, strlen(shared_integer));
+		if (c.used & U_DATETIME)
+			putn(&out, shared_datetime, strlen(shared_datetime));
+		if (c.used & U_DATE)
+			putn(&out, shared_date, strlen(shared_date));
+		if (c.used & U_TIME)
+			putn(&out, shared_time, strlen(shared_time));
+		if (c.used & U_UUID)
+			putn(&out, shared_uuid, strlen(shared_uuid));
 		putn(&out, "", 1);
 		*gbnf = out.s;
 	} else

@@ -3,17 +3,21 @@
  * that what a generation completes is JSON that validates against it.
  *
  * The subset, and what the grammar makes of it (llm-decode(1) says it for
- * users): type (one or a list), properties in the schema's order, each
- * required one present and the others optional; additionalProperties
- * (never generated beside properties; a schema for them makes a map when
- * there are none); required; enum and const (their values written as
- * compact JSON); items, minItems, maxItems; minLength, maxLength (in code
- * points); minimum, maximum, exclusiveMinimum, exclusiveMaximum on
- * integers (a number with bounds is refused); anyOf, and oneOf as anyOf; allOf of one schema; $ref to "#" or
- * a JSON pointer in the same document ($defs, definitions); the schemas
- * true and false.  Annotations (title, description, default, examples,
- * $comment, $schema, $id, deprecated, readOnly, writeOnly) are allowed
- * and change nothing.  Any other keyword is refused, by name.
+ * users, as a table): type (one or a list), properties in the schema's
+ * order, each required one present and the others optional;
+ * additionalProperties (true or a schema: undeclared properties after the
+ * declared ones; absent beside properties: none; a schema for them makes
+ * a map when there are no properties); required; enum and const (their
+ * values written as compact JSON); items, minItems, maxItems; tuples
+ * (prefixItems, items as an array, additionalItems); minLength, maxLength
+ * (in code points); pattern (regex.h); format date, time, date-time and
+ * uuid; minimum, maximum, exclusiveMinimum, exclusiveMaximum on integers
+ * and numbers, exactly; anyOf, and oneOf as anyOf; allOf of one schema;
+ * $ref to "#" or a JSON pointer in the same document ($defs,
+ * definitions); the schemas true and false.  Annotations (title,
+ * description, default, examples, $comment, $schema, $id, deprecated,
+ * readOnly, writeOnly) are allowed and change nothing.  Any other
+ * keyword, or format, is refused, by name.
  *
  * Whitespace: none before the value or after it, so the grammar ends with
  * it; between tokens a space, or a newline and up to 20 blanks.  Numbers

@@ -23,6 +23,8 @@ tuple	{"type":"array","prefixItems":[{"type":"integer"},{"enum":["a","b"]}],"ite
 numrange	{"type":"number","minimum":0.5,"maximum":2.25}
 numneg	{"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":0}
 numtiny	{"type":["number","null"],"exclusiveMinimum":1e-3,"maximum":1e3,"minimum":-7}
+pattern	{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"},"word":{"pattern":"^(?:yes|no)!?$"},"note":{"type":["string","null"],"pattern":"^[^\\n]{0,20}\\.$"}},"required":["code","word","note"]}
+formats	{"type":"object","properties":{"d":{"format":"date"},"t":{"format":"time"},"dt":{"type":"string","format":"date-time"},"id":{"format":"uuid"}},"required":["d","t","dt","id"]}
 tuple7	{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"string","maxLength":3},{"type":"null"}],"additionalItems":false,"minItems":1}
 EOF
 
@@ -34,14 +36,15 @@ have_jsonschema() {
 
 # validate SCHEMAFILE TEXTFILE [any]: the text is JSON that validates (by
 # 2020-12, or the draft its $schema names),
-# and (unless any) an object's members come in the order of the schema's
+# formats checked, and (unless any) an object's members come in the order of the schema's
 # properties, the undeclared ones after them.
 validate() {
 	python3 -c 'import json, sys, jsonschema
 schema = json.load(open(sys.argv[1]))
 text = open(sys.argv[2], encoding="utf-8").read()
 v = json.loads(text)
-jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema).validate(v)
+cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+cls(schema, format_checker=cls.FORMAT_CHECKER).validate(v)
 if len(sys.argv) < 4 and isinstance(v, dict) and "properties" in schema:
     order = [k for k in schema["properties"] if k in v]
     if list(v) != order + [k for k in v if k not in schema["properties"]]:
@@ -238,8 +241,28 @@ numtiny	0.0009	left
 numtiny	1000.0001	left
 numtiny	-1	left
 numtiny	1e2	left*
+pattern	{"code": "AB-123", "word": "yes!", "note": "ok."}	whole
+pattern	{"code":"ZZ-000","word":"no","note":null}	whole
+pattern	{"code": "AB-123", "word": "no", "note": "\"a\\b\"\t."}	whole
+pattern	{"code": "ab-123"	left
+pattern	{"code": "AB-1234"	left
+pattern	{"code": "AB-123", "word": "nope"	left
+pattern	{"code": "AB-123", "word": "no", "note": "a\nb."}	left
+pattern	{"code": "AB-123", "word": "no", "note": "abc"}	left
+pattern	{"code": "\u0041B-123", "word": "no", "note": null}	left*
+formats	{"d": "2024-02-29", "t": "23:59:59Z", "dt": "2000-02-29T00:00:00.5+01:00", "id": "123e4567-e89b-12d3-a456-426614174000"}	whole
+formats	{"d": "0001-12-31", "t": "00:00:00.000-23:59", "dt": "9999-12-31t23:59:59z", "id": "123E4567-E89B-12D3-A456-426614174000"}	whole
+formats	{"d": "2023-02-29"	left
+formats	{"d": "1900-02-29"	left
+formats	{"d": "0000-01-01"	left
+formats	{"d": "2024-04-31"	left
+formats	{"d": "2024-04-30", "t": "24:00:00Z"	left
+formats	{"d": "2024-04-30", "t": "12:00:00", "dt"	left
+formats	{"d": "2024-04-30", "t": "12:00:60Z"	left
+formats	{"d": "2024-04-30", "t": "12:00:00Z", "dt": "2024-04-30 12:00:00Z"	left
+formats	{"d": "2024-04-30", "t": "12:00:00Z", "dt": "2024-04-30T12:00:00Z", "id": "123e4567e89b12d3a456426614174000"}	left
 EOF
-	[ $n -eq 116 ] || fail "$n cases read"
+	[ $n -eq 136 ] || fail "$n cases read"
 }
 
 # Bounds on numbers, random ones (some written with exponents) against
@@ -292,6 +315,110 @@ sys.exit(bad > 0 or judged < 60)
 EOF
 }
 
+# Patterns judged as ECMA-262 judges them: node's RegExp (the u flag)
+# against --score of each string's JSON text, on random strings and some
+# chosen to match; both verdicts must occur.  The strings' texts are
+# JSON's shortest (json.dumps), as the grammar writes them.
+patterns_agree_with_ecma262() {
+	command -v python3 >/dev/null || fail "python3 is needed"
+	command -v node >/dev/null || skip "node is not installed (Debian: nodejs)"
+	python3 - "$(tiny f32)" "$T" "$D" <<'PYEOF2' || fail "the patterns disagree"
+import json, random, subprocess, sys
+m, tok, dec = sys.argv[1:4]
+random.seed(5)
+cases = {
+    r"^[a-z]+$": ["abc", "x"],
+    r"^\d{3}-\d{2,4}$": ["123-45", "123-4567"],
+    r"^(?:ab|cd)*e?$": ["", "abcde", "cdab"],
+    r"colou?r": ["a color", "colour!"],
+    r"^\s*\S+\s*$": [" x ", "\tab\n"],
+    r'^[^"\\]*$': ["", "a b", 'a"'],
+    r"^.{2,5}$": ["ab", "a\u00e9\U0001F600", "a\nb"],
+    r"^[\w.-]+@[\w-]+\.[a-z]{2,3}$": ["a.b@c-d.ab", "x@y.com"],
+    r"^(a|b|)c{0}d{1}$": ["ad", "d", "bd"],
+    r"^[\u00e0-\u00ff]+|\d$": ["\u00e9\u00e0", "a1"],
+    r"^\x41\u{1F600}?\t?$": ["A", "A\U0001F600\t"],
+    r"^[^\d\s]+$": ["ab", "a b"],
+    r"a|^b|c$": ["xa", "bx", "xc", "xbx"],
+    r"^(?<year>\d{4})-(?:0[1-9]|1[0-2])$": ["2024-01", "2024-12", "2024-13"],
+    r"^[\]\-\\^]{1,3}?$": ["]", "-\\^", "^^^^"],
+    r'^\u0022\\$': ['"\\'],
+    r"^(\d+\.)+\d+$": ["1.2.3", "1."],
+    r"^[^\n]*\n$": ["ab\n", "a\nb\n"],
+    r"[\s\S]": ["a", ""],
+    r"": ["", "x"],
+}
+alphabet = list("ab cde-.@x1234_\"\\\t\nA\u00e9") + ["\U0001F600", "\u2028", "\x01"]
+pairs = []
+for p, chosen in cases.items():
+    pairs += [(p, t) for t in chosen]
+    for _ in range(8):
+        pairs.append((p, "".join(random.choice(alphabet) for _ in range(random.randint(0, 7)))))
+js = "const [pairs] = [JSON.parse(require('fs').readFileSync(0, 'utf8'))];" \
+     "console.log(JSON.stringify(pairs.map(([p, t]) => new RegExp(p, 'u').test(t))));"
+verdicts = json.loads(subprocess.run(["node", "-e", js], input=json.dumps(pairs), capture_output=True,
+    text=True, check=True).stdout)
+bad, seen = 0, set()
+for (p, t), want in zip(pairs, verdicts):
+    text = json.dumps(t, ensure_ascii=False)
+    ids = subprocess.run([tok, "-m", m, "--", text], capture_output=True, text=True).stdout
+    r = subprocess.run([dec, "-m", m, "--score", "--json-schema", json.dumps({"type": "string", "pattern": p})],
+        input=ids, capture_output=True, text=True)
+    seen.add(want)
+    if r.returncode != (0 if want else 4):
+        bad += 1
+        print("pattern %s on %s: exit %d, ECMA-262 says %s %s" % (p, text, r.returncode, want, r.stderr.strip()))
+print("%d judged, %d disagree" % (len(pairs), bad))
+sys.exit(bad > 0 or seen != {True, False})
+PYEOF2
+}
+
+# Dates and times judged as Python's datetime and RFC 3339's validator
+# judge them (jsonschema's format checker): random dates near the ends of
+# months, in leap years and century years, and times near their bounds.
+formats_agree_with_a_validator() {
+	have_jsonschema
+	python3 -c 'import jsonschema; jsonschema.Draft202012Validator.FORMAT_CHECKER.checks("date-time")' ||
+		skip "jsonschema's date-time check is missing"
+	python3 - "$(tiny f32)" "$T" "$D" <<'PYEOF2' || fail "the formats disagree"
+import json, random, subprocess, sys, jsonschema
+m, tok, dec = sys.argv[1:4]
+random.seed(7)
+fc = jsonschema.Draft202012Validator.FORMAT_CHECKER
+def valid(f, v):
+    try:
+        fc.check(v, f)
+        return True
+    except jsonschema.exceptions.FormatError:
+        return False
+def date():
+    y = random.choice([0, 1, 4, 100, 200, 400, 1900, 2000, 2023, 2024, 2100, 9999, random.randint(1, 9999)])
+    return "%04d-%02d-%02d" % (y, random.choice([0, 1, 2, 2, 2, 4, 6, 9, 11, 12, 13]), random.choice([0, 1, 28, 29, 29, 30, 31, 32]))
+def time():
+    t = "%02d:%02d:%02d" % (random.choice([0, 9, 23, 24]), random.choice([0, 59, 60]), random.choice([0, 59, 60]))
+    t += random.choice(["", ".5", ".123456789", "."])
+    return t + random.choice(["Z", "z", "+01:00", "-23:59", "+24:00", "+00:60", "", "+0100"])
+def uuid():
+    h = "0123456789abcdefABCDEF"
+    return "-".join("".join(random.choice(h) for _ in range(n)) for n in random.choice([(8, 4, 4, 4, 12), (8, 4, 4, 12)]))
+cases = [("date", "%04d-02-29" % y) for y in (4, 100, 400, 1900, 2000, 2023, 2024, 2100, 9996)]
+cases += [("date", date()) for _ in range(60)] + [("time", time()) for _ in range(40)]
+cases += [("date-time", date() + random.choice("Tt ") + time()) for _ in range(30)] + [("uuid", uuid()) for _ in range(10)]
+bad, seen = 0, set()
+for f, v in cases:
+    want = valid(f, v)
+    seen.add(want)
+    ids = subprocess.run([tok, "-m", m, "--", json.dumps(v)], capture_output=True, text=True).stdout
+    r = subprocess.run([dec, "-m", m, "--score", "--json-schema", json.dumps({"format": f})], input=ids,
+        capture_output=True, text=True)
+    if r.returncode != (0 if want else 4):
+        bad += 1
+        print("%s %s: exit %d, the validator says %s" % (f, v, r.returncode, want))
+print("%d judged, %d disagree" % (len(cases), bad))
+sys.exit(bad > 0 or seen != {True, False})
+PYEOF2
+}
+
 # A schema that cannot be used: exit 2, one line naming the place, before any work (no model is read).
 bad_schemas_are_usage_errors() {
 	while IFS='	' read -r s want; do
@@ -302,13 +429,26 @@ bad_schemas_are_usage_errors() {
 		[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "not one line: $(cat "$TMP/err")"
 		grep -qF -- "llm-decode: --json-schema: $want" "$TMP/err" || fail "$s: $(cat "$TMP/err")"
 	done <<'EOF'
-{"properties":{"age":{"type":"integer","format":"int32"}}}	/properties/age: unsupported keyword "format"
+{"properties":{"age":{"type":"integer","format":"int32"}}}	/properties/age: format "int32": not supported (date, time, date-time and uuid are)
+{"type":"string","format":"email"}	/: format "email": not supported
+{"type":"string","format":"date","pattern":"x"}	/: "pattern" beside "format": not supported
+{"type":"string","pattern":"x","maxLength":3}	/: "maxLength" beside "pattern": not supported
+{"pattern":5}	/: pattern: expected a string
+{"type":"integer","pattern":"(a"}	/: pattern: at 0: a group with no )
+{"pattern":"^(a)\\1$"}	/: pattern: at 4: \1 (a backreference): not supported
+{"pattern":"(?<=a)b"}	/: pattern: at 0: (?<= (a lookbehind): not supported
+{"pattern":"a\\b"}	/: pattern: at 1: \b (a word boundary): not supported
+{"pattern":"\\p{L}"}	/: pattern: at 0: \p (Unicode properties): not supported
+{"pattern":"^a{2000}$"}	/: pattern: at 2: a count above 1000: not supported
+{"pattern":"a$b"}	/: pattern: at 1: $ inside the pattern: not supported
+{"pattern":"[^\\s\\S]"}	/: pattern: at 0: it matches no character a string can hold
+{"patternProperties":{"^a":{}}}	/: unsupported keyword "patternProperties"
 {"items":{"multipleOf":2}}	/items: unsupported keyword "multipleOf"
 {"type":"number","minimum":1,"exclusiveMaximum":1}	/: the schema has no valid value: no number of at most 16 digits before the point and 16 after it is within its bounds
 {"type":"number","maximum":true}	/: maximum: expected a number
 {"type":"integer","minimum":10,"exclusiveMaximum":10}	/: the schema has no valid value: no integer of at most 16 digits is within its bounds
 {"type":"integer","maximum":"3"}	/: maximum: expected a number
-{"properties":{"a/b":{"pattern":"x"}}}	/properties/a~1b: unsupported keyword "pattern"
+{"properties":{"a/b":{"pattern":"(?=x)"}}}	/properties/a~1b: pattern: at 0: (?= (a lookahead): not supported
 {"type":"strin"}	/: type: unknown type "strin"
 {"type":[]}	/: type: expected a type's name or a list of them
 false	/: the schema has no valid value: it is false
@@ -339,9 +479,9 @@ EOF
 	[ $? -eq 2 ] && grep -qF -- '--json-schema: 1:1: unexpected end of the text' "$TMP/err" || fail "'': $(cat "$TMP/err")"
 	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema @"$TMP/none.json" 2>"$TMP/err"
 	[ $? -eq 2 ] && grep -qF -- "--json-schema @$TMP/none.json: No such file" "$TMP/err" || fail "$(cat "$TMP/err")"
-	printf '{\n  "type": "object",\n  "properties": {"x": {"format": "date"}}\n}\n' >"$TMP/bad.json"
+	printf '{\n  "type": "object",\n  "properties": {"x": {"format": "email"}}\n}\n' >"$TMP/bad.json"
 	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema @"$TMP/bad.json" 2>"$TMP/err"
-	[ $? -eq 2 ] && grep -qF -- "--json-schema $TMP/bad.json: /properties/x: unsupported keyword \"format\"" "$TMP/err" ||
+	[ $? -eq 2 ] && grep -qF -- "--json-schema $TMP/bad.json: /properties/x: format \"email\": not supported" "$TMP/err" ||
 		fail "$(cat "$TMP/err")"
 	echo 1 | "$D" -m "$TMP/no-model.gguf" --json-schema @- 2>"$TMP/err"
 	[ $? -eq 2 ] && grep -qF -- "--json-schema @-: standard input carries the token ids" "$TMP/err" || fail "$(cat "$TMP/err")"
@@ -390,6 +530,8 @@ lines_under_a_schema_are_their_solo_runs() {
 t bad_schemas_are_usage_errors
 t texts_are_judged_as_a_validator_judges_them
 t number_bounds_agree_with_exact_decimals
+t patterns_agree_with_ecma262
+t formats_agree_with_a_validator
 t outputs_validate_on_a_random_model
 t outputs_validate_on_stories260K
 t printed_grammar_generates_the_same

@@ -24,7 +24,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *texts[] = { "{\"a\": 1, \"b\": [true, null]}", "\"x\"", "-0.5e3", "[]",
-		"{}", "null" };
+		"{}", "null", "\"AB-12\"", "\"2024-02-29T12:00:00Z\"" };
 	struct grammar gr;
 	char *gbnf;
 

@@ -184,7 +184,12 @@ main(int argc, char *argv[])
 		    "\"additionalProperties\":{\"type\":\"boolean\"}}"),
 		"{\"prefixItems\":[{\"type\":\"integer\"},false],\"items\":{},\"maxItems\":3}",
 		"{\"items\":[{\"const\":1},{}],\"additionalItems\":false,\"minItems\":1}",
-		"{\"type\":\"number\",\"exclusiveMinimum\":-1.25e-1,\"maximum\":12.5,\"minimum\":-3}" };
+		"{\"type\":\"number\",\"exclusiveMinimum\":-1.25e-1,\"maximum\":12.5,\"minimum\":-3}",
+		"{\"type\":\"string\",\"pattern\":\"^(?:[A-Z]{2}|\\\\d+)-[^\\\\s\\\"]{1,3}\\\\.?$\"}",
+		("{\"pattern\":\"a|^b(c*?)+|[\\\\]\\\\-\\\\\\\\^\\\\u00e9-\\\\u{1F600}]{2,}$\","
+		    "\"properties\":{\"d\":{\"format\":\"date-time\"},\"u\":{\"format\":\"uuid\"}}}"),
+		"{\"pattern\":\"(?<n>x){0}\\\\x41\\\\cJ\\\\0.[^]\\\\uD83D\\\\uDE00\"}",
+		"{\"anyOf\":[{\"format\":\"date\"},{\"format\":\"time\"}]}" };
 	char buf[256], name[32];
 	size_t i;
 	int v;
