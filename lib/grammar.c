@@ -1,4 +1,5 @@
 /* grammar.c: GBNF parsed into rules, and the stacks that match text to them. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -746,6 +747,8 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth,
 	}
 	if (s->n > MAX_DEPTH || depth > MAX_DEPTH)
 		return -1;
+	if (s->n > out->peak)
+		out->peak = s->n;
 	top = s->v[s->n - 1];
 	switch (g->e[top].type) {
 	case G_END:
@@ -997,9 +1000,182 @@ gstate_finished(const struct gstate *st)
 	return gstate_complete(st) && st->n == 1;
 }
 
+/* ---- the walks' states ---- */
+
+static void
+steps_reset(struct gsteps *d)
+{
+	d->n = 0, d->n_arena = 0, d->n_steps = 0, d->work_id = -1;
+	if (d->index)
+		memset(d->index, 0xff, d->index_size * sizeof *d->index);
+	if (d->step)
+		memset(d->step, 0, d->steps_size * sizeof *d->step);
+}
+
+static void
+steps_free(struct gsteps *d)
+{
+	free(d->arena), free(d->at), free(d->hash), free(d->left), free(d->index);
+	free(d->step), free(d->key.v);
+	gstate_free(&d->work);
+	memset(d, 0, sizeof *d);
+}
+
+/* Index the states (again) in a table of size slots. */
+static void
+index_states(struct gsteps *d, size_t size)
+{
+	free(d->index);
+	d->index_size = size;
+	d->index = xmalloc(size * sizeof *d->index);
+	memset(d->index, 0xff, size * sizeof *d->index);
+	for (int i = 0; i < d->n; i++) {
+		size_t at = (size_t)d->hash[i] & (size - 1);
+		while (d->index[at] >= 0)
+			at = (at + 1) & (size - 1);
+		d->index[at] = i;
+	}
+}
+
+/* The id of state st, kept if new. */
+static int
+intern(struct gsteps *d, const struct gstate *st)
+{
+	struct gstack *key = &d->key;
+	uint64_t h = 1469598103934665603u;
+	size_t at;
+	int left = st->n > 0 ? 2 : 0;
+
+	key->n = 0;
+	stack_push(key, st->n);
+	stack_push(key, (int)st->partial);
+	stack_push(key, st->need);
+	stack_push(key, st->len);
+	stack_push(key, st->spm << 1 | st->strip);
+	for (int i = 0; i < st->n; i++) {
+		stack_push(key, st->s[i].n);
+		left = st->s[i].n == 0 ? left | 1 : left & 1;
+		for (int j = 0; j < st->s[i].n; j++)
+			stack_push(key, st->s[i].v[j]);
+	}
+	for (int i = 0; i < key->n; i++)
+		h = (h ^ (uint32_t)key->v[i]) * 1099511628211u;
+	if (2 * ((size_t)d->n + 1) > d->index_size)
+		index_states(d, d->index_size ? 2 * d->index_size : 1024);
+	for (at = (size_t)h & (d->index_size - 1); d->index[at] >= 0; at = (at + 1) & (d->index_size - 1)) {
+		int i = d->index[at];
+		if (d->hash[i] == h && memcmp(d->arena + d->at[i], key->v, (size_t)key->n * sizeof *key->v) == 0)
+			return i;
+	}
+	if (d->n == d->cap) {
+		d->cap = d->cap ? 2 * d->cap : 256;
+		d->at = xrealloc(d->at, (size_t)d->cap * sizeof *d->at);
+		d->hash = xrealloc(d->hash, (size_t)d->cap * sizeof *d->hash);
+		d->left = xrealloc(d->left, (size_t)d->cap);
+	}
+	if (d->n_arena + (size_t)key->n > d->cap_arena) {
+		d->cap_arena = 2 * (d->n_arena + (size_t)key->n);
+		d->arena = xrealloc(d->arena, d->cap_arena * sizeof *d->arena);
+	}
+	memcpy(d->arena + d->n_arena, key->v, (size_t)key->n * sizeof *key->v);
+	d->at[d->n] = d->n_arena;
+	d->n_arena += (size_t)key->n;
+	d->hash[d->n] = h;
+	d->left[d->n] = (char)(left & 1 ? left : 0);
+	d->index[at] = d->n;
+	return d->n++;
+}
+
+/* State id as a gstate, into out. */
+static void
+load(const struct gsteps *d, int id, const struct grammar *g, struct gstate *out)
+{
+	const int *v = d->arena + d->at[id];
+	int n = v[0];
+
+	out->g = g;
+	out->n = 0;
+	out->partial = (uint32_t)v[1], out->need = v[2], out->len = v[3];
+	out->spm = v[4] >> 1, out->strip = v[4] & 1;
+	v += 5;
+	for (int i = 0; i < n; i++) {
+		put_stack(out, v + 1, v[0], 0);
+		v += 1 + v[0];
+	}
+}
+
+/* A step's first slot in the table: a hash of (state << 8 | byte) + 1 */
+#define STEP_SLOT(k, size) ((size_t)((k) * 0x9e3779b97f4a7c15u >> 20) & ((size) - 1))
+
+/* The steps' table, size slots (again). */
+static void
+index_steps(struct gsteps *d, size_t size)
+{
+	struct gstep *old = d->step;
+	size_t n = d->steps_size;
+
+	d->steps_size = size;
+	d->step = xcalloc(size, sizeof *d->step);
+	for (size_t i = 0; i < n; i++)
+		if (old[i].from) {
+			size_t at = STEP_SLOT(old[i].from, size);
+			while (d->step[at].from)
+				at = (at + 1) & (size - 1);
+			d->step[at] = old[i];
+		}
+	free(old);
+}
+
+/* State id on past byte b: the next state's id, or -1 if none; *peak raised to the step's highest stack. */
+static int
+step(struct gmask *m, const struct grammar *g, int id, unsigned char b, int *peak)
+{
+	struct gsteps *d = &m->steps;
+	uint64_t k = ((uint64_t)id << 8 | b) + 1;
+	size_t at;
+
+	if (2 * (d->n_steps + 1) > d->steps_size)
+		index_steps(d, d->steps_size ? 2 * d->steps_size : 4096);
+	for (at = STEP_SLOT(k, d->steps_size); d->step[at].from;
+	    at = (at + 1) & (d->steps_size - 1))
+		if (d->step[at].from == k) {
+			if (d->step[at].peak > *peak)
+				*peak = d->step[at].peak;
+			return d->step[at].to;
+		}
+	if (d->work_id != id)	/* (a walk mostly steps on from the state it just made) */
+		load(d, id, g, &d->work);
+	m->tmp.peak = 0;
+	int next = accept_bytes(&d->work, (const char *)&b, 1, &m->tmp, &m->scratch) ? intern(d, &d->work) : -1;
+	d->work_id = next;
+	d->step[at] = (struct gstep){ k, next, m->tmp.peak };
+	d->n_steps++;
+	if (m->tmp.peak > *peak)
+		*peak = m->tmp.peak;
+	return next;
+}
+
 /* ---- masks ---- */
 
-/* The vocabulary's texts in byte order, each with its common prefix with the one before. */
+/*
+ * The length classes: the most bytes a class's tokens have (the last:
+ * any).  A token of at most k bytes cannot tell apart the counts of a
+ * repetition past k + 1 (state_key), so near a bound only the classes of
+ * the longer tokens are walked again.
+ */
+static const int class_most[GMASK_CLASSES] = { 2, 3, 4, 5, 6, 8, 11, 16, 24, -1 };
+
+static int
+class_of(size_t len)
+{
+	int c = 0;
+
+	while (class_most[c] >= 0 && len > (size_t)class_most[c])
+		c++;
+	return c;
+}
+
+/* The vocabulary's texts by class, then in byte order (of a class's tokens: sorting's). */
 static int
 text_cmp(const void *a, const void *b, void *arg)
 {
@@ -1009,14 +1185,6 @@ text_cmp(const void *a, const void *b, void *arg)
 	int c = memcmp(m->text[x], m->text[y], n);
 
 	return c ? c : m->len[x] < m->len[y] ? -1 : m->len[x] > m->len[y];
-}
-
-static int
-size_cmp(const void *a, const void *b)
-{
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* qsort without qsort_r: the comparison's context in a static, set for the call */
@@ -1032,6 +1200,7 @@ void
 gmask_init(struct gmask *m, const struct tok *t)
 {
 	struct buf piece = { 0 };
+	int c;
 
 	memset(m, 0, sizeof *m);
 	m->t = t;
@@ -1053,32 +1222,33 @@ gmask_init(struct gmask *m, const struct tok *t)
 		m->order[m->n++] = id;
 	}
 	buf_free(&piece);
-	/* short: up to the length 19 tokens in 20 have (at least 8 bytes); they go first */
-	size_t *lens = xmalloc(((size_t)m->n + 1) * sizeof *lens);
+	/* by class (each class's count, then where each begins), then in byte order within each */
+	int *by = xmalloc(((size_t)m->n + 1) * sizeof *by), at[GMASK_CLASSES];
 	for (int i = 0; i < m->n; i++)
-		lens[i] = m->len[m->order[i]];
-	qsort(lens, (size_t)m->n, sizeof *lens, size_cmp);
-	m->short_len = m->n ? lens[(size_t)m->n * 19 / 20] : 0;
-	if (m->short_len < 8)
-		m->short_len = 8;
-	free(lens);
-	for (int i = 0, j = m->n - 1; i <= j;) {
-		if (m->len[m->order[i]] <= m->short_len)
-			i++;
-		else {
-			int x = m->order[i];
-			m->order[i] = m->order[j], m->order[j--] = x;
-		}
-	}
-	for (m->n_short = 0; m->n_short < m->n && m->len[m->order[m->n_short]] <= m->short_len; m->n_short++)
-		;
+		m->from[class_of(m->len[m->order[i]]) + 1]++;
+	for (c = 0; c < GMASK_CLASSES; c++)
+		m->from[c + 1] += m->from[c], at[c] = m->from[c];
+	for (int i = 0; i < m->n; i++)
+		by[at[class_of(m->len[m->order[i]])]++] = m->order[i];
+	memcpy(m->order, by, (size_t)m->n * sizeof *by);
+	free(by);
 	sorting = m;
-	qsort(m->order, (size_t)m->n_short, sizeof *m->order, text_cmp_static);
-	qsort(m->order + m->n_short, (size_t)(m->n - m->n_short), sizeof *m->order, text_cmp_static);
+	for (c = 0; c < GMASK_CLASSES; c++)
+		qsort(m->order + m->from[c], (size_t)(m->from[c + 1] - m->from[c]), sizeof *m->order,
+		    text_cmp_static);
 	sorting = NULL;
+	/* the texts in that order, for the walks to read in turn */
+	size_t all = 0;
+	m->at = xmalloc(((size_t)m->n + 1) * sizeof *m->at);
+	for (int i = 0; i < m->n; i++)
+		m->at[i] = all, all += m->len[m->order[i]];
+	m->at[m->n] = all;
+	m->bytes = xmalloc(all + 1);
+	for (int i = 0; i < m->n; i++)
+		memcpy(m->bytes + m->at[i], m->text[m->order[i]], m->len[m->order[i]]);
 	for (int i = 0; i < m->n; i++) {
 		size_t k = 0;
-		if (i > 0 && i != m->n_short) {
+		if (i > 0 && class_of(m->len[m->order[i - 1]]) == class_of(m->len[m->order[i]])) {
 			int a = m->order[i - 1], b = m->order[i];
 			while (k < m->len[a] && k < m->len[b] && m->text[a][k] == m->text[b][k])
 				k++;
@@ -1086,7 +1256,20 @@ gmask_init(struct gmask *m, const struct tok *t)
 		m->lcp[i] = (int)k;
 	}
 	m->lv = xcalloc(m->max_len + 1, sizeof *m->lv);
-	m->mask_bytes = ((size_t)t->n_vocab + 7) / 8;
+	for (c = 0; c < GMASK_CLASSES; c++) {
+		size_t bytes = 0;
+		for (int i = m->from[c]; i < m->from[c + 1]; i++)
+			bytes += m->len[m->order[i]];
+		if (bytes > m->most_bytes)
+			m->most_bytes = bytes;
+	}
+	/* the walks' states and steps: a class's walk at least, and a few small ones */
+	m->steps.bound = 2 * m->most_bytes > 1u << 16 ? 2 * m->most_bytes : 1u << 16;
+	m->steps.work_id = -1;
+	m->left = xcalloc(m->max_len + 1, 1);
+	m->bits = xmalloc(((size_t)m->n + 7) / 8 + 1);
+	m->slot = xmalloc(2 * GMASK_CACHE * sizeof *m->slot);
+	memset(m->slot, 0xff, 2 * GMASK_CACHE * sizeof *m->slot);
 	m->allowed = xmalloc((size_t)t->n_vocab);
 }
 
@@ -1095,28 +1278,33 @@ gmask_free(struct gmask *m)
 {
 	for (int id = 0; id < m->t->n_vocab; id++)
 		free(m->text[id]);
-	for (size_t i = 0; i <= m->max_len && m->lv; i++)
-		gstate_free(&m->lv[i]);
+	steps_free(&m->steps);
 	for (int i = 0; i < m->n_cache; i++)
-		free(m->cache[i].key), free(m->cache[i].mask);
+		free(m->cache[i].key), free(m->cache[i].mask), free(m->cache[i].unsure);
 	gstate_free(&m->tmp);
-	free(m->scratch.v);
-	free(m->cache), free(m->text), free(m->len), free(m->order), free(m->lcp), free(m->lv);
+	gstate_free(&m->top);
+	free(m->scratch.v), free(m->unsure.v), free(m->left), free(m->bits);
+	free(m->cache), free(m->slot), free(m->text), free(m->len), free(m->order), free(m->lcp), free(m->lv);
+	free(m->bytes), free(m->at);
 	free(m->key.v);
 	free(m->allowed);
 	memset(m, 0, sizeof *m);
 }
 
+/* The kinds of mask kept: a whole state's; a state's tops'; the rest of a state after its tops'. */
+enum { K_WHOLE, K_TOP, K_REST };
+
 /*
  * The state as a key for the tokens of at most most bytes (most < 0: of
- * any length): its stacks in order, each with its length, then the
- * character begun, then most.  A position in a rule of a repetition's
- * tail that can still take more than most X is keyed as the same place in
- * the tail's rule that can take most + 1: such a token cannot tell them
- * apart, since each X takes a character at least.
+ * any length), for a kind of mask: its stacks in order, each with its
+ * length, then the character begun, most and the kind.  A position in a
+ * rule of a repetition's tail that can still take more than most X is
+ * keyed as the same place in the tail's rule that can take most + 1:
+ * such a token cannot tell them apart, since each X takes a character at
+ * least.
  */
 static uint64_t
-state_key(const struct gstate *st, int most, struct gstack *key)
+state_key(const struct gstate *st, int most, int kind, struct gstack *key)
 {
 	const struct grammar *g = st->g;
 	uint64_t h = 1469598103934665603u;
@@ -1136,73 +1324,189 @@ state_key(const struct gstate *st, int most, struct gstack *key)
 	stack_push(key, st->len);
 	stack_push(key, st->spm << 1 | st->strip);
 	stack_push(key, most);
+	stack_push(key, kind);
 	for (int i = 0; i < key->n; i++)
 		h = (h ^ (uint32_t)key->v[i]) * 1099511628211u;
 	return h;
 }
 
-/*
- * The tokens st allows, by the vocabulary in byte order: a token shares
- * with the one before it a prefix whose states are known, so each byte
- * of the prefix tree is taken once, and a prefix no sentence begins with
- * rules out every token that begins with it.
- */
-static void
-walk(struct gmask *m, const struct gstate *st, int from, int to, unsigned char *bits)
+/* How many frames at the bottom every stack of st shares, leaving each one at least: 0 if none. */
+static int
+context(const struct gstate *st)
 {
-	size_t dead = SIZE_MAX;		/* the last text's prefix this long begins no sentence */
+	int cut = INT_MAX;
 
-	memset(bits, 0, m->mask_bytes);
-	gstate_copy(&m->lv[0], st);
-	for (int i = from; i < to; i++) {
-		int id = m->order[i];
-		size_t c = (size_t)m->lcp[i], k;
-		const char *t = m->text[id];
-		if (dead <= c)
-			continue;	/* it begins with the dead prefix */
-		/* lv[0..c] hold the states after the prefix it shares with the last (alive up to c) */
-		dead = SIZE_MAX;
-		for (k = c; k < m->len[id]; k++) {
-			gstate_copy(&m->lv[k + 1], &m->lv[k]);
-			if (!accept_bytes(&m->lv[k + 1], t + k, 1, &m->tmp, &m->scratch)) {
-				dead = k + 1;
-				break;
-			}
-		}
-		if (dead == SIZE_MAX)
-			bits[id / 8] |= (unsigned char)(1u << (id % 8));
+	for (int i = 0; i < st->n; i++) {
+		const struct gstack *a = &st->s[0], *b = &st->s[i];
+		int k = 0;
+		while (k < a->n && k < b->n && a->v[k] == b->v[k])
+			k++;
+		if (k > b->n - 1)
+			k = b->n - 1;
+		if (k < cut)
+			cut = k;
 	}
+	return st->n && cut > 0 ? cut : 0;
 }
 
-/* The mask of the tokens order[from..to) for st, keyed for tokens of at most most bytes (-1: any). */
-static const unsigned char *
-lookup(struct gmask *m, const struct gstate *st, int most, int from, int to)
+/*
+ * The tokens at order[from + pos[j]] (pos NULL: order[from + j]), j < n,
+ * that st allows, a bit each at bits[pos[j]] (j), by their byte order: a
+ * token shares with the one before it a prefix whose states are known,
+ * so each byte of the prefix tree is taken once, and a prefix no
+ * sentence begins with rules out every token that begins with it.
+ *
+ * With unsure, st is a state's tops, whose emptied stacks mean "back in
+ * the context": a token that dies after one did (the context could have
+ * taken what killed it), or that lives to its end on an emptied stack
+ * alone (the context goes on from there), goes into unsure, neither
+ * allowed nor refused.  One that lives to its end on a stack of the tops
+ * is allowed whatever the context.  The steps go through m->steps; the
+ * highest stack they met is returned.
+ */
+static int
+walk(struct gmask *m, const struct gstate *st, int from, const int *pos, int n, unsigned char *bits,
+    struct gstack *unsure)
 {
-	uint64_t h = state_key(st, most, &m->key);
-	int i;
+	size_t dead = SIZE_MAX;		/* the last text's prefix this long begins no sentence */
+	int dead_unsure = 0;		/* and it left the top first */
+	int prev = -1, peak = 0;
 
-	for (i = 0; i < m->n_cache; i++)
-		if (m->cache[i].hash == h && m->cache[i].n == m->key.n &&
-		    memcmp(m->cache[i].key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0) {
-			m->hits++;
-			return m->cache[i].mask;
+	/* room for every step the walk may add */
+	if ((size_t)m->steps.n + m->most_bytes > m->steps.bound ||
+	    m->steps.n_steps + m->most_bytes > m->steps.bound)
+		steps_reset(&m->steps);
+	m->lv[0] = intern(&m->steps, st);
+	m->left[0] = 0;
+	for (int j = 0; j < n; j++) {
+		int p = pos ? pos[j] : j;
+		size_t c = 0, k, len = m->at[from + p + 1] - m->at[from + p];
+		const char *t = m->bytes + m->at[from + p];
+		if (!pos)
+			c = j ? (size_t)m->lcp[from + p] : 0;
+		else if (prev >= 0) {
+			size_t plen = m->at[from + prev + 1] - m->at[from + prev];
+			const char *pt = m->bytes + m->at[from + prev];
+			while (c < plen && c < len && pt[c] == t[c])
+				c++;
 		}
-	if (m->n_cache == GMASK_CACHE) {	/* full: start again */
-		for (i = 0; i < m->n_cache; i++)
-			free(m->cache[i].key), free(m->cache[i].mask);
+		prev = p;
+		if (dead <= c) {	/* it begins with the dead prefix */
+			if (dead_unsure)
+				stack_push(unsure, p);
+			continue;
+		}
+		/* lv[0..c] hold the states after the prefix it shares with the last (alive up to c) */
+		dead = SIZE_MAX;
+		for (k = c; k < len; k++) {
+			if ((m->lv[k + 1] = step(m, st->g, m->lv[k], (unsigned char)t[k], &peak)) < 0) {
+				dead = k + 1;
+				dead_unsure = unsure && m->left[k];
+				break;
+			}
+			m->left[k + 1] = m->left[k] || m->steps.left[m->lv[k + 1]];
+		}
+		if (dead == SIZE_MAX && !(unsure && m->steps.left[m->lv[len]] == 3))
+			bits[p / 8] |= (unsigned char)(1u << (p % 8));
+		else if (dead == SIZE_MAX || dead_unsure)	/* it ends in the context alone, or died after */
+			stack_push(unsure, p);
+	}
+	return peak;
+}
+
+/* The kept mask of the key in m->key (hash h), or NULL. */
+static struct gmask_entry *
+find(struct gmask *m, uint64_t h)
+{
+	const size_t mask = 2 * GMASK_CACHE - 1;
+
+	for (size_t at = (size_t)(h & mask); m->slot[at] >= 0; at = (at + 1) & mask) {
+		struct gmask_entry *e = &m->cache[m->slot[at]];
+		if (e->hash == h && e->n == m->key.n &&
+		    memcmp(e->key, m->key.v, (size_t)m->key.n * sizeof *m->key.v) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/* A new entry for the key in m->key, its mask copied from m->bits (bytes long); full: start again. */
+static struct gmask_entry *
+keep(struct gmask *m, uint64_t h, size_t bytes)
+{
+	const size_t mask = 2 * GMASK_CACHE - 1;
+	size_t at;
+	struct gmask_entry *e;
+
+	if (m->n_cache == GMASK_CACHE) {
+		for (int i = 0; i < m->n_cache; i++)
+			free(m->cache[i].key), free(m->cache[i].mask), free(m->cache[i].unsure);
 		m->n_cache = 0;
+		memset(m->slot, 0xff, 2 * GMASK_CACHE * sizeof *m->slot);
 	}
 	if (!m->cache)
 		m->cache = xcalloc(GMASK_CACHE, sizeof *m->cache);
-	struct gmask_entry *e = &m->cache[m->n_cache++];
+	for (at = (size_t)(h & mask); m->slot[at] >= 0; at = (at + 1) & mask)
+		;
+	m->slot[at] = m->n_cache;
+	e = &m->cache[m->n_cache++];
+	memset(e, 0, sizeof *e);
 	e->hash = h;
 	e->n = m->key.n;
 	e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
 	    (size_t)m->key.n * sizeof *e->key);
-	e->mask = xmalloc(m->mask_bytes);
-	walk(m, st, from, to, e->mask);
-	m->misses++;
-	return e->mask;
+	e->mask = memcpy(xmalloc(bytes), m->bits, bytes);
+	return e;
+}
+
+/* The mask of class c's tokens for st (walk's bits): kept, or walked and kept. */
+static const unsigned char *
+lookup(struct gmask *m, const struct gstate *st, int c)
+{
+	int from = m->from[c], n = m->from[c + 1] - from, cut = context(st);
+	size_t bytes = ((size_t)n + 7) / 8;
+	struct gmask_entry *e;
+	uint64_t h;
+
+	if (cut > 0) {
+		/* the tops: each stack less the cut frames */
+		m->top.g = st->g;
+		m->top.n = 0;
+		for (int i = 0; i < st->n; i++)
+			put_stack(&m->top, st->s[i].v + cut, st->s[i].n - cut, 0);
+		m->top.partial = st->partial, m->top.need = st->need, m->top.len = st->len;
+		m->top.spm = st->spm, m->top.strip = st->strip;
+		h = state_key(&m->top, class_most[c], K_TOP, &m->key);
+		if (!(e = find(m, h))) {
+			memset(m->bits, 0, bytes);
+			m->unsure.n = 0;
+			int peak = walk(m, &m->top, from, NULL, n, m->bits, &m->unsure);
+			e = keep(m, h, bytes);
+			e->peak = peak;
+			/* a top that many tokens leave: not worth a list */
+			e->n_unsure = m->unsure.n <= n / 16 ? m->unsure.n : -1;
+			if (e->n_unsure > 0)
+				e->unsure = memcpy(xmalloc((size_t)m->unsure.n * sizeof *e->unsure), m->unsure.v,
+				    (size_t)m->unsure.n * sizeof *e->unsure);
+		}
+		/* (a stack the context makes too high is dropped: the tops cannot say) */
+		if (e->n_unsure == 0 && e->peak + cut <= MAX_DEPTH)
+			return e->mask;
+		if (e->n_unsure > 0 && e->peak + cut <= MAX_DEPTH) {
+			struct gmask_entry *top = e;
+			h = state_key(st, class_most[c], K_REST, &m->key);
+			if ((e = find(m, h)))
+				return e->mask;
+			memcpy(m->bits, top->mask, bytes);
+			walk(m, st, from, top->unsure, top->n_unsure, m->bits, NULL);
+			return keep(m, h, bytes)->mask;
+		}
+	}
+	h = state_key(st, class_most[c], K_WHOLE, &m->key);
+	if ((e = find(m, h)))
+		return e->mask;
+	memset(m->bits, 0, bytes);
+	walk(m, st, from, NULL, n, m->bits, NULL);
+	return keep(m, h, bytes)->mask;
 }
 
 const unsigned char *
@@ -1210,17 +1514,16 @@ gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_en
 {
 	const struct tok *t = m->t;
 	unsigned char *allowed = m->allowed;
-	const unsigned char *bits;
 	int complete = gstate_complete(st), i;
 
-	/* the short tokens' mask, then the long ones' (a lookup may empty the cache: one at a time) */
-	bits = lookup(m, st, (int)m->short_len, 0, m->n_short);
-	for (int id = 0; id < t->n_vocab; id++)
-		allowed[id] = (bits[id / 8] >> (id % 8)) & 1;
-	if (m->n_short < m->n) {
-		bits = lookup(m, st, -1, m->n_short, m->n);
-		for (int id = 0; id < t->n_vocab; id++)
-			allowed[id] |= (bits[id / 8] >> (id % 8)) & 1;
+	memset(allowed, 0, (size_t)t->n_vocab);
+	/* class by class (a lookup may empty the cache: each mask is read at once) */
+	for (int c = 0; c < GMASK_CLASSES; c++) {
+		if (m->from[c] == m->from[c + 1])
+			continue;
+		const unsigned char *bits = lookup(m, st, c);
+		for (i = m->from[c]; i < m->from[c + 1]; i++)
+			allowed[m->order[i]] = (bits[(i - m->from[c]) / 8] >> ((i - m->from[c]) % 8)) & 1;
 	}
 	for (i = 0; i < n_end; i++)
 		if (end[i] >= 0 && end[i] < t->n_vocab)

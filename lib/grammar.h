@@ -64,6 +64,7 @@ struct gstate {
 	int len;		/* its length in bytes */
 	int spm;		/* SentencePiece text: U+2581 is a space */
 	int strip;		/* and the first character, if a space, is not the text's */
+	int peak;		/* the highest stack an expansion into this state met (the masks') */
 };
 
 /* The state before any text. 0, or -1 (llm_err) if the grammar is too deep. */
@@ -93,34 +94,80 @@ int gstate_finished(const struct gstate *st);
 /*
  * The tokens that may come next, for a vocabulary: the pieces sorted once,
  * and the masks of the states met kept (up to GMASK_CACHE of them), so a
- * state met again costs a lookup.  The short tokens (19 in 20) and the
- * long ones have masks of their own: a short token cannot tell apart the
- * counts of a repetition X{m,n} past its length, so the counts of
- * [^"]{0,200} share one short mask, and only the few long tokens are
- * walked at each.
+ * state met again costs a lookup.
+ *
+ * A state's mask is first that of its tops: the stacks less the frames
+ * they all share below (the context: which property, which item, how
+ * many came before).  Most tokens a top decides alone: those that stay
+ * within it, or die there; they are walked once for every context the
+ * top comes in.  Only the tokens that leave it (a string's closing quote,
+ * and what follows) are walked again in each context.
+ *
+ * The tokens are in classes by length, each with masks of its own: a
+ * token cannot tell apart the counts of a repetition X{m,n} past its
+ * length, so the counts of [^"]{0,200} share a class's mask until the
+ * bound is nearer than its tokens are long, and near it only the classes
+ * of longer tokens are walked again.
  */
-#define GMASK_CACHE 1024
+#define GMASK_CACHE 4096
+#define GMASK_CLASSES 10
 
 struct gmask_entry {
 	uint64_t hash;
 	int *key, n;
-	unsigned char *mask;	/* a bit a token */
+	unsigned char *mask;	/* a bit a token of the class, in its order */
+	int *unsure, n_unsure;	/* a top's: the tokens that leave it (positions in order);
+				 * -1: too many to be worth it, walk the whole state */
+	int peak;		/* a top's: the highest stack its walk met */
+};
+
+/*
+ * The walks' states, each kept once with the steps taken from it (a state
+ * and a byte give the next state, or none): a lazily built automaton, so
+ * a byte taken again from a state met before costs a lookup.  Emptied
+ * when it would outgrow its bound, before a walk.
+ */
+struct gsteps {
+	int *arena;		/* each state: its stacks' count, partial, need, len, spm << 1 | strip,
+				 * then each stack: its height, its positions */
+	size_t n_arena, cap_arena;
+	size_t *at;		/* each state's place in the arena */
+	uint64_t *hash;		/* each state's hash */
+	char *left;		/* each state: 1 if it has an emptied stack, 3 if nothing else */
+	int n, cap;
+	int *index;		/* the states by hash; -1 free */
+	size_t index_size;
+	struct gstep {
+		uint64_t from;	/* (state << 8 | byte) + 1; 0: a free slot */
+		int to, peak;	/* the next state (-1: none), and the highest stack the step met */
+	} *step;		/* the steps, by from's hash */
+	size_t n_steps, steps_size;
+	size_t bound;		/* the states and steps it keeps at most */
+	struct gstate work;	/* a state being stepped, */
+	int work_id;		/* which is this one (-1: none) */
+	struct gstack key;
 };
 
 struct gmask {
 	const struct tok *t;
 	char **text;		/* each token's piece (tok_piece); NULL: none */
 	size_t *len, max_len;
-	int *order, *lcp, n;	/* the tokens with text in byte order, each's common prefix with the one before: */
-	int n_short;		/* first those up to short_len bytes, then the longer ones */
-	size_t short_len;
-	struct gstate *lv, tmp;	/* the states along the walk, and scratch */
-	struct gstack scratch, key;
+	int *order, *lcp, n;	/* the tokens with text by class, then in byte order; each's
+				 * common prefix with the one before in its class */
+	char *bytes;		/* their texts in that order, one after another, */
+	size_t *at;		/* each one's place there */
+	int from[GMASK_CLASSES + 1];	/* class c: order[from[c] .. from[c + 1]) */
+	int *lv;		/* the states along the walk (in steps) */
+	struct gstate tmp, top;	/* scratch, a state's tops */
+	char *left;		/* along the walk: whether a state up to here left the top */
+	struct gsteps steps;
+	size_t most_bytes;	/* the most bytes a class's tokens have in all */
+	struct gstack scratch, key, unsure;
 	struct gmask_entry *cache;
 	int n_cache;
-	size_t mask_bytes;
+	int *slot;		/* the cache's index by hash: 2 GMASK_CACHE slots, -1 free */
+	unsigned char *bits;	/* a class's mask, made before it is kept */
 	unsigned char *allowed;	/* the last mask, a byte a token */
-	long hits, misses;
 };
 
 void gmask_init(struct gmask *m, const struct tok *t);

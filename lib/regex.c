@@ -49,7 +49,8 @@ cs_tidy(struct cset *s)
 {
 	int k = 0;
 
-	qsort(s->r, (size_t)s->n, sizeof *s->r, range_cmp);
+	if (s->n > 1)
+		qsort(s->r, (size_t)s->n, sizeof *s->r, range_cmp);
 	for (int i = 0; i < s->n; i++)
 		if (k && s->r[i][0] <= s->r[k - 1][1] + 1) {
 			if (s->r[i][1] > s->r[k - 1][1])
