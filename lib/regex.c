@@ -128,44 +128,32 @@ rx_fail(struct rx *x, const char *at, const char *fmt, ...)
 	return -1;
 }
 
-static void
-put(struct buf *b, const char *fmt, ...)
-{
-	char tmp[64];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	buf_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
 
 /* A code point inside a GBNF class. */
 static void
 class_char(struct buf *b, uint32_t c)
 {
 	if (c == '\\' || c == ']' || c == '[' || c == '-' || c == '^')
-		put(b, "\\%c", (int)c);
+		buf_printf(b, "\\%c", (int)c);
 	else if (c > 0x20 && c < 0x7f)
-		put(b, "%c", (int)c);
+		buf_printf(b, "%c", (int)c);
 	else if (c < 0x80)
-		put(b, "\\x%02X", (unsigned)c);
+		buf_printf(b, "\\x%02X", (unsigned)c);
 	else if (c < 0x10000)
-		put(b, "\\u%04X", (unsigned)c);
+		buf_printf(b, "\\u%04X", (unsigned)c);
 	else
-		put(b, "\\U%08X", (unsigned)c);
+		buf_printf(b, "\\U%08X", (unsigned)c);
 }
 
 /* A hexadecimal digit in either case, for the low four bits in bits (a bit a value). */
 static void
 hex_class(struct buf *b, unsigned bits)
 {
-	put(b, "[");
+	buf_printf(b, "[");
 	for (int d = 0; d < 16; d++)
 		if (bits >> d & 1)
-			put(b, d < 10 ? "%c" : "%c%c", d < 10 ? '0' + d : 'a' + d - 10, 'A' + d - 10);
-	put(b, "]");
+			buf_printf(b, d < 10 ? "%c" : "%c%c", d < 10 ? '0' + d : 'a' + d - 10, 'A' + d - 10);
+	buf_printf(b, "]");
 }
 
 /*
@@ -205,7 +193,7 @@ emit_set(struct rx *x, const char *at, struct cset *s, struct buf *out)
 			if (lo < cut[k][0]) {
 				class_char(&plain, lo);
 				if (cut[k][0] - 1 > lo) {
-					put(&plain, "-");
+					buf_printf(&plain, "-");
 					class_char(&plain, cut[k][0] - 1);
 				}
 			}
@@ -216,7 +204,7 @@ emit_set(struct rx *x, const char *at, struct cset *s, struct buf *out)
 		if (lo <= hi) {
 			class_char(&plain, lo);
 			if (hi > lo) {
-				put(&plain, "-");
+				buf_printf(&plain, "-");
 				class_char(&plain, hi);
 			}
 		}
@@ -224,36 +212,36 @@ emit_set(struct rx *x, const char *at, struct cset *s, struct buf *out)
 	if (s->n == 1 && s->r[0][0] == s->r[0][1] && plain.n) {	/* one plain character: a literal */
 		uint32_t c = s->r[0][0];
 		char u[4];
-		put(&alt, "\"");
+		buf_printf(&alt, "\"");
 		buf_add(&alt, u, (size_t)utf8_encode(c, u));
-		put(&alt, "\"");
+		buf_printf(&alt, "\"");
 		n++;
 	} else if (plain.n) {
-		put(&alt, "[");
+		buf_printf(&alt, "[");
 		buf_add(&alt, plain.s, plain.n);
-		put(&alt, "]");
+		buf_printf(&alt, "]");
 		n++;
 	}
 	if (quote)
-		put(&alt, "%s\"\\\\\\\"\"", n++ ? " | " : "");
+		buf_printf(&alt, "%s\"\\\\\\\"\"", n++ ? " | " : "");
 	if (backslash)
-		put(&alt, "%s\"\\\\\\\\\"", n++ ? " | " : "");
+		buf_printf(&alt, "%s\"\\\\\\\\\"", n++ ? " | " : "");
 	if (nsh) {
-		put(&alt, "%s\"\\\\\" [", n++ ? " | " : "");
+		buf_printf(&alt, "%s\"\\\\\" [", n++ ? " | " : "");
 		buf_add(&alt, sh, (size_t)nsh);
-		put(&alt, "]");
+		buf_printf(&alt, "]");
 	}
 	if (ctl[0] | ctl[1]) {
-		put(&alt, "%s\"\\\\u00\" ", n++ ? " | " : "");
+		buf_printf(&alt, "%s\"\\\\u00\" ", n++ ? " | " : "");
 		if (ctl[0] && ctl[1])
-			put(&alt, "( ");
+			buf_printf(&alt, "( ");
 		for (int h = 0; h < 2; h++)
 			if (ctl[h]) {
-				put(&alt, "%s\"%d\" ", h && ctl[0] ? " | " : "", h);
+				buf_printf(&alt, "%s\"%d\" ", h && ctl[0] ? " | " : "", h);
 				hex_class(&alt, ctl[h]);
 			}
 		if (ctl[0] && ctl[1])
-			put(&alt, " )");
+			buf_printf(&alt, " )");
 	}
 	buf_free(&plain);
 	if (n == 0) {
@@ -263,10 +251,10 @@ emit_set(struct rx *x, const char *at, struct cset *s, struct buf *out)
 	/* one class or literal as it is; else a group (an escape is two elements) */
 	int group = n > 1 || nsh || ctl[0] || ctl[1];
 	if (group)
-		put(out, "( ");
+		buf_printf(out, "( ");
 	buf_add(out, alt.s, alt.n);
 	if (group)
-		put(out, " )");
+		buf_printf(out, " )");
 	buf_free(&alt);
 	return 0;
 }
@@ -523,14 +511,14 @@ atom(struct rx *x, struct buf *out)
 			} else
 				return rx_fail(x, at, "(? must begin (?: (?<name> (?= (?! (?<= or (?<!");
 		}
-		put(out, "( ");
+		buf_printf(out, "( ");
 		if (alternatives(x, 0, out) < 0)
 			return -1;
 		if (x->p >= x->end || *x->p != ')')
 			return rx_fail(x, at, "a group with no )");
 		x->p++;
 		x->nest--;
-		put(out, " )");
+		buf_printf(out, " )");
 		return 0;
 	case '[':
 		x->p++;
@@ -604,18 +592,18 @@ sequence(struct rx *x, int top, struct buf *out)
 		if (q && max == 0)
 			;	/* {0}: nothing */
 		else {
-			put(&seq, n++ ? " " : "");
+			buf_printf(&seq, n++ ? " " : "");
 			buf_add(&seq, a.s, a.n);
 			if (!q || (min == 1 && max == 1))
 				;
 			else if (max < 0)
-				put(&seq, min == 0 ? "*" : min == 1 ? "+" : "{%d,}", min);
+				buf_printf(&seq, min == 0 ? "*" : min == 1 ? "+" : "{%d,}", min);
 			else if (min == 0 && max == 1)
-				put(&seq, "?");
+				buf_printf(&seq, "?");
 			else if (min == max)
-				put(&seq, "{%d}", min);
+				buf_printf(&seq, "{%d}", min);
 			else
-				put(&seq, "{%d,%d}", min, max);
+				buf_printf(&seq, "{%d,%d}", min, max);
 		}
 		buf_free(&a);
 	}
@@ -625,16 +613,16 @@ sequence(struct rx *x, int top, struct buf *out)
 	}
 	if (top && (!from || !to)) {	/* the unanchored ends: any characters */
 		if (n == 0)
-			put(out, "%s*", x->any);
+			buf_printf(out, "%s*", x->any);
 		else {
 			if (!from)
-				put(out, "%s* ", x->any);
+				buf_printf(out, "%s* ", x->any);
 			buf_add(out, seq.s, seq.n);
 			if (!to)
-				put(out, " %s*", x->any);
+				buf_printf(out, " %s*", x->any);
 		}
 	} else if (n == 0)
-		put(out, "\"\"");
+		buf_printf(out, "\"\"");
 	else
 		buf_add(out, seq.s, seq.n);
 	buf_free(&seq);
@@ -650,7 +638,7 @@ alternatives(struct rx *x, int top, struct buf *out)
 
 	for (;;) {
 		if (n++)
-			put(&alt, " | ");
+			buf_printf(&alt, " | ");
 		if (sequence(x, top, &alt) < 0) {
 			buf_free(&alt);
 			return -1;
@@ -662,10 +650,10 @@ alternatives(struct rx *x, int top, struct buf *out)
 		break;
 	}
 	if (n > 1 && top)
-		put(out, "( ");
+		buf_printf(out, "( ");
 	buf_add(out, alt.s, alt.n);
 	if (n > 1 && top)
-		put(out, " )");
+		buf_printf(out, " )");
 	buf_free(&alt);
 	return 0;
 }

@@ -83,20 +83,6 @@ struct sc {
 	int err;
 };
 
-static void
-put(struct buf *b, const char *fmt, ...)
-{
-	char tmp[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-	va_end(ap);
-	if (n >= (int)sizeof tmp)	/* what is long (names, literals, shared rules) goes through putn */
-		n = sizeof tmp - 1;
-	buf_add(b, tmp, (size_t)n);
-}
 
 static void
 putn(struct buf *b, const char *s, size_t n)
@@ -188,7 +174,7 @@ new_name(struct sc *c, char *name, size_t size)
 static void
 define(struct sc *c, const char *name, const struct buf *e)
 {
-	put(&c->rules, "%s ::= ", name);
+	buf_printf(&c->rules, "%s ::= ", name);
 	putn(&c->rules, e->s, e->n);
 	putn(&c->rules, "\n", 1);
 }
@@ -210,7 +196,7 @@ json_string(struct buf *b, const char *s, size_t n)
 		case '\t': putn(b, "\\t", 2); break;
 		default:
 			if (ch < 0x20)
-				put(b, "\\u%04x", ch);
+				buf_printf(b, "\\u%04x", ch);
 			else
 				putn(b, s + i, 1);
 		}
@@ -251,9 +237,9 @@ literal(struct buf *b, const char *s, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch == '"' || ch == '\\')
-			put(b, "\\%c", ch);
+			buf_printf(b, "\\%c", ch);
 		else if (ch < 0x20)
-			put(b, "\\x%02x", ch);
+			buf_printf(b, "\\x%02x", ch);
 		else
 			putn(b, s + i, 1);
 	}
@@ -393,7 +379,7 @@ ref(struct sc *c, const struct jv *r, struct buf *e)
 		c->path.n--;
 		free(here);
 	}
-	put(e, "%s", c->refs[i].name);
+	buf_printf(e, "%s", c->refs[i].name);
 	return 1;
 }
 
@@ -423,15 +409,15 @@ string_shape(struct sc *c, const struct jv *s, struct buf *e)
 		if (k == sizeof formats / sizeof *formats)
 			return fail(c, "format \"%s\": not supported (date, time, date-time and uuid are)", f->s);
 		c->used |= formats[k].use;
-		put(e, "( \"\\\"\" json-%s \"\\\"\" )", f->s);
+		buf_printf(e, "( \"\\\"\" json-%s \"\\\"\" )", f->s);
 		return 1;
 	}
 	if (p->type != JV_STRING)
 		return fail(c, "pattern: expected a string");
-	put(e, "( \"\\\"\" ");
+	buf_printf(e, "( \"\\\"\" ");
 	if (regex_gbnf(p->s, p->len, "json-char", e) < 0)
 		return fail(c, "pattern: %s", llm_err());
-	put(e, " \"\\\"\" )");
+	buf_printf(e, " \"\\\"\" )");
 	c->used |= U_CHAR;
 	return 1;
 }
@@ -449,14 +435,14 @@ compile_string(struct sc *c, const struct jv *s, struct buf *e)
 		return none(c, "minLength %d is more than maxLength %d", min, max);
 	if (min == 0 && max < 0) {
 		c->used |= U_STRING;
-		put(e, "json-string");
+		buf_printf(e, "json-string");
 		return 1;
 	}
 	c->used |= U_CHAR;
 	if (max < 0)
-		put(e, "( \"\\\"\" json-char{%d,} \"\\\"\" )", min);
+		buf_printf(e, "( \"\\\"\" json-char{%d,} \"\\\"\" )", min);
 	else
-		put(e, "( \"\\\"\" json-char{%d,%d} \"\\\"\" )", min, max);
+		buf_printf(e, "( \"\\\"\" json-char{%d,%d} \"\\\"\" )", min, max);
 	return 1;
 }
 
@@ -490,21 +476,21 @@ array_items(struct buf *e, char (*names)[64], int k, const char *rn, int min, in
 	int lo, hi;
 
 	if (i < k) {
-		put(e, "%s", names[i]);
+		buf_printf(e, "%s", names[i]);
 		if ((max < 0 || i + 1 < max) && (i + 1 < k || rn)) {
-			put(e, " ( space \",\" space ");
+			buf_printf(e, " ( space \",\" space ");
 			array_items(e, names, k, rn, min, max, i + 1);
-			put(e, " )%s", i + 1 < min ? "" : "?");
+			buf_printf(e, " )%s", i + 1 < min ? "" : "?");
 		}
 		return;
 	}
 	/* the rest: from max(1, min - k) to max - k of them */
 	lo = min - k > 1 ? min - k : 1, hi = max < 0 ? -1 : max - k;
-	put(e, "%s", rn);
+	buf_printf(e, "%s", rn);
 	if (hi < 0)
-		put(e, lo > 1 ? " ( space \",\" space %s ){%d,}" : " ( space \",\" space %s )*", rn, lo - 1);
+		buf_printf(e, lo > 1 ? " ( space \",\" space %s ){%d,}" : " ( space \",\" space %s )*", rn, lo - 1);
 	else if (hi > 1)
-		put(e, " ( space \",\" space %s ){%d,%d}", rn, lo - 1, hi - 1);
+		buf_printf(e, " ( space \",\" space %s ){%d,%d}", rn, lo - 1, hi - 1);
 }
 
 /*
@@ -571,13 +557,13 @@ compile_array(struct sc *c, const struct jv *s, struct buf *e)
 	if (!open)
 		max = max < 0 || max > k ? k : max;
 	if (max == 0) {
-		put(e, "( \"[\" space \"]\" )");
+		buf_printf(e, "( \"[\" space \"]\" )");
 		rc = 1;
 		goto out;
 	}
-	put(e, "( \"[\" space %s", min ? "" : "( ");
+	buf_printf(e, "( \"[\" space %s", min ? "" : "( ");
 	array_items(e, names, k, open ? rn : NULL, min, max, 0);
-	put(e, "%s space \"]\" )", min ? "" : " )?");
+	buf_printf(e, "%s space \"]\" )", min ? "" : " )?");
 	rc = 1;
 out:
 	free(names);
@@ -606,7 +592,7 @@ other_name(struct sc *c, char **keys, int n, size_t at, const char *base, const 
 	int i = 0, j;
 
 	if (keys[0][at])	/* sorted: a key that ends here comes first */
-		put(&r, "\"\\\"\" | ");
+		buf_printf(&r, "\"\\\"\" | ");
 	else
 		i = 1;
 	for (; i < n; i = j) {
@@ -615,18 +601,18 @@ other_name(struct sc *c, char **keys, int n, size_t at, const char *base, const 
 		char child[80];
 		for (j = i + 1; j < n && strncmp(keys[j] + at, keys[i] + at, (size_t)len) == 0; j++)
 			;
-		put(&not, "\\U%08X", (unsigned)cp);
+		buf_printf(&not, "\\U%08X", (unsigned)cp);
 		if (keys[i][at] == '\\')	/* an escape: no plain character is it */
 			continue;
 		snprintf(child, sizeof child, "%s-%d", base, ++c->n_names);
 		literal(&r, keys[i] + at, (size_t)len);
-		put(&r, " %s | ", child);
+		buf_printf(&r, " %s | ", child);
 		other_name(c, keys + i, j - i, at + (size_t)len, base, child);
 	}
 	c->used |= U_CHAR;
-	put(&r, "[^\"\\\\\\x00-\\x1f");
+	buf_printf(&r, "[^\"\\\\\\x00-\\x1f");
 	putn(&r, not.s, not.n);
-	put(&r, "] json-char* \"\\\"\"");
+	buf_printf(&r, "] json-char* \"\\\"\"");
 	define(c, name, &r);
 	buf_free(&r), buf_free(&not);
 }
@@ -652,7 +638,7 @@ undeclared(struct sc *c, const struct jv *add, struct buf *keys, int n, char *na
 		}
 	if (add->type == JV_TRUE) {
 		c->used |= U_VALUE;
-		put(&v, "json-value");
+		buf_printf(&v, "json-value");
 	} else if ((rc = compile_at(c, add, "additionalProperties", NULL, &v)) <= 0) {
 		free(k);
 		buf_free(&v);
@@ -666,7 +652,7 @@ undeclared(struct sc *c, const struct jv *add, struct buf *keys, int n, char *na
 	qsort(k, (size_t)n, sizeof *k, str_cmp);
 	snprintf(other, sizeof other, "%s-name", name);
 	other_name(c, k, n, 0, name, other);
-	put(&r, "\"\\\"\" %s space \":\" space ", other);
+	buf_printf(&r, "\"\\\"\" %s space \":\" space ", other);
 	putn(&r, v.s, v.n);
 	define(c, name, &r);
 	for (i = 0; i < n; i++)
@@ -720,7 +706,7 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 			r = compile_at(c, add, "additionalProperties", NULL, &v);
 		else {
 			c->used |= U_VALUE;
-			put(&v, "json-value");
+			buf_printf(&v, "json-value");
 			r = 1;
 		}
 		if (r <= 0 && (required || r < 0))
@@ -732,7 +718,7 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 			kv[n].n = 0;
 			putn(&kv[n], lit.s, lit.n);
 			buf_free(&lit);
-			put(&kv[n], " space \":\" space ");
+			buf_printf(&kv[n], " space \":\" space ");
 			putn(&kv[n], v.s, v.n);
 			need[n++] = required;
 		}
@@ -760,17 +746,17 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 		rc = 1;
 	}
 	if (n == 0 && extra[0]) {
-		put(e, "( \"{\" space ( %s ( space \",\" space %s )* space )? \"}\" )", extra, extra);
+		buf_printf(e, "( \"{\" space ( %s ( space \",\" space %s )* space )? \"}\" )", extra, extra);
 		goto out;
 	}
 	if (n == 0) {
 		struct buf v = { 0 };
 		if (!add || add->type == JV_TRUE) {
 			c->used |= U_VALUE;
-			put(e, "json-object");
+			buf_printf(e, "json-object");
 		} else if (add->type == JV_FALSE ||
 		    (rc = compile_at(c, add, "additionalProperties", NULL, &v)) == 0) {
-			put(e, "( \"{\" space \"}\" )");
+			buf_printf(e, "( \"{\" space \"}\" )");
 			rc = 1;
 		} else if (rc > 0) {
 			/* a map: any names, each value add's */
@@ -780,7 +766,7 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 			up(c, mark);
 			define(c, m, &v);
 			c->used |= U_STRING;
-			put(e, "( \"{\" space ( json-string space \":\" space %s ( space \",\" space "
+			buf_printf(e, "( \"{\" space ( json-string space \":\" space %s ( space \",\" space "
 			    "json-string space \":\" space %s )* space )? \"}\" )", m, m);
 		}
 		buf_free(&v);
@@ -805,33 +791,33 @@ compile_object(struct sc *c, const struct jv *s, struct buf *e)
 		snprintf(rn, sizeof rn, "%s-r%d", base, i);
 		snprintf(fn, sizeof fn, "%s-f%d", base, i);
 		if (i > 0) {	/* rest_0 follows nothing */
-			put(&r, "( space \",\" space ");
+			buf_printf(&r, "( space \",\" space ");
 			putn(&r, kv[i].s, kv[i].n);
-			put(&r, " )%s", need[i] ? "" : "?");
+			buf_printf(&r, " )%s", need[i] ? "" : "?");
 			if (i + 1 < n)
-				put(&r, " %s-r%d", base, i + 1);
+				buf_printf(&r, " %s-r%d", base, i + 1);
 			define(c, rn, &r);
 		}
 		if (first[i]) {
 			putn(&f, kv[i].s, kv[i].n);
 			if (i + 1 < n)
-				put(&f, " %s-r%d", base, i + 1);
+				buf_printf(&f, " %s-r%d", base, i + 1);
 			if (first[i + 1] && i + 1 < n)
-				put(&f, " | %s-f%d", base, i + 1);
+				buf_printf(&f, " | %s-f%d", base, i + 1);
 			define(c, fn, &f);
 		}
 		buf_free(&r), buf_free(&f);
 	}
 	free(first);
 	if (extra[0] && empty)	/* the declared ones, or an undeclared one first; then undeclared ones */
-		put(e, "( \"{\" space ( ( %s-f0 | %s ) ( space \",\" space %s )* space )? \"}\" )", base, extra,
+		buf_printf(e, "( \"{\" space ( ( %s-f0 | %s ) ( space \",\" space %s )* space )? \"}\" )", base, extra,
 		    extra);
 	else if (extra[0])
-		put(e, "( \"{\" space %s-f0 ( space \",\" space %s )* space \"}\" )", base, extra);
+		buf_printf(e, "( \"{\" space %s-f0 ( space \",\" space %s )* space \"}\" )", base, extra);
 	else if (empty)	/* all optional: the object may be empty */
-		put(e, "( \"{\" space ( %s-f0 space )? \"}\" )", base);
+		buf_printf(e, "( \"{\" space ( %s-f0 space )? \"}\" )", base);
 	else
-		put(e, "( \"{\" space %s-f0 space \"}\" )", base);
+		buf_printf(e, "( \"{\" space %s-f0 space \"}\" )", base);
 out:
 	for (i = 0; i < np + nr; i++)
 		buf_free(&kv[i]);
@@ -889,33 +875,33 @@ same_length(struct buf *e, const char *lo, const char *hi, int n)
 	if (n == 0)
 		return;
 	if (lo[0] == hi[0]) {
-		put(e, "\"%c\" ", lo[0]);
+		buf_printf(e, "\"%c\" ", lo[0]);
 		same_length(e, lo + 1, hi + 1, n - 1);
 		return;
 	}
 	for (k = 1; k < n && lo[k] == '0' && hi[k] == '9'; k++)
 		;
 	if (k == n) {	/* [a-b] then any digits */
-		put(e, "[%c-%c]", lo[0], hi[0]);
+		buf_printf(e, "[%c-%c]", lo[0], hi[0]);
 		if (n > 1)
-			put(e, " [0-9]{%d}", n - 1);
-		put(e, " ");
+			buf_printf(e, " [0-9]{%d}", n - 1);
+		buf_printf(e, " ");
 		return;
 	}
 	char nines[20], zeros[20];
 	memset(nines, '9', (size_t)n - 1), nines[n - 1] = 0;
 	memset(zeros, '0', (size_t)n - 1), zeros[n - 1] = 0;
-	put(e, "( \"%c\" ", lo[0]);
+	buf_printf(e, "( \"%c\" ", lo[0]);
 	same_length(e, lo + 1, nines, n - 1);
 	if (lo[0] + 1 <= hi[0] - 1) {
-		put(e, "| [%c-%c]", lo[0] + 1, hi[0] - 1);
+		buf_printf(e, "| [%c-%c]", lo[0] + 1, hi[0] - 1);
 		if (n > 1)
-			put(e, " [0-9]{%d}", n - 1);
-		put(e, " ");
+			buf_printf(e, " [0-9]{%d}", n - 1);
+		buf_printf(e, " ");
 	}
-	put(e, "| \"%c\" ", hi[0]);
+	buf_printf(e, "| \"%c\" ", hi[0]);
 	same_length(e, zeros, hi + 1, n - 1);
-	put(e, ") ");
+	buf_printf(e, ") ");
 }
 
 /* The integers from lo to hi, 0 <= lo <= hi, without leading zeros: by their number of digits. */
@@ -926,17 +912,17 @@ non_negative(struct buf *e, long long lo, long long hi)
 	char a[20], b[20];
 	int n, alt = 0;
 
-	put(e, "( ");
+	buf_printf(e, "( ");
 	for (n = 1; n <= 16; n++, p *= 10) {
 		long long from = lo > (n == 1 ? 0 : p) ? lo : (n == 1 ? 0 : p), to = hi < p * 10 - 1 ? hi : p * 10 - 1;
 		if (from > to)
 			continue;
 		digits(from, n, a), digits(to, n, b);
 		if (alt++)
-			put(e, "| ");
+			buf_printf(e, "| ");
 		same_length(e, a, b, n);
 	}
-	put(e, ")");
+	buf_printf(e, ")");
 }
 
 /*
@@ -1046,9 +1032,9 @@ frac_more(struct buf *e, const char *lo, int lo_in, const char *hi, int hi_in, i
 			continue;
 		}
 		if (from >= 0) {
-			put(e, "%s[%c-%c]", n++ ? " | " : "( ", from, c - 1);
+			buf_printf(e, "%s[%c-%c]", n++ ? " | " : "( ", from, c - 1);
 			if (rem > 1)
-				put(e, " [0-9]{0,%d}", rem - 1);
+				buf_printf(e, " [0-9]{0,%d}", rem - 1);
 			from = -1;
 		}
 		if (!ok)
@@ -1056,17 +1042,17 @@ frac_more(struct buf *e, const char *lo, int lo_in, const char *hi, int hi_in, i
 		struct buf sub = { 0 };
 		int more = frac_more(&sub, L, lo_in, H, hi_in, at + 1), zero = frac_zero_ok(L, lo_in, H, hi_in);
 		if (more || zero) {
-			put(e, "%s\"%c\"", n++ ? " | " : "( ", c);
+			buf_printf(e, "%s\"%c\"", n++ ? " | " : "( ", c);
 			if (more) {
 				putn(e, " ", 1);
 				putn(e, sub.s, sub.n);
-				put(e, zero ? "?" : "");
+				buf_printf(e, zero ? "?" : "");
 			}
 		}
 		buf_free(&sub);
 	}
 	if (n)
-		put(e, " )");
+		buf_printf(e, " )");
 	return n > 0;
 }
 
@@ -1078,11 +1064,11 @@ with_fraction(struct buf *e, const char *sep, const char *lit, const char *lo, i
 	int more = frac_more(&f, lo, lo_in, hi, hi_in, 0), zero = frac_zero_ok(lo, lo_in, hi, hi_in);
 
 	if (more || zero) {
-		put(e, "%s\"%s\"", sep, lit);
+		buf_printf(e, "%s\"%s\"", sep, lit);
 		if (more) {
-			put(e, zero ? " ( \".\" " : " \".\" ");
+			buf_printf(e, zero ? " ( \".\" " : " \".\" ");
 			putn(e, f.s, f.n);
-			put(e, zero ? " )?" : "");
+			buf_printf(e, zero ? " )?" : "");
 		}
 	}
 	buf_free(&f);
@@ -1107,9 +1093,9 @@ non_negative_numbers(struct buf *e, const struct dec *a, int a_in, const struct 
 	}
 	*n += with_fraction(e, *n ? " | " : "", a->i, a->f, a_in, NULL, 1);
 	if (A + 1 <= B - 1 && A + 1 <= INT_MOST) {
-		put(e, "%s", (*n)++ ? " | " : "");
+		buf_printf(e, "%s", (*n)++ ? " | " : "");
 		non_negative(e, A + 1, B - 1 < INT_MOST ? B - 1 : INT_MOST);
-		put(e, " ( \".\" [0-9]{1,16} )?");
+		buf_printf(e, " ( \".\" [0-9]{1,16} )?");
 	}
 	if (B <= INT_MOST)
 		*n += with_fraction(e, *n ? " | " : "", b->i, NULL, 1, b->f, b_in);
@@ -1164,7 +1150,7 @@ compile_number(struct sc *c, const struct jv *s, struct buf *e)
 	}
 	if (!has_lo && !has_hi) {
 		c->used |= U_NUMBER;
-		put(e, "json-number");
+		buf_printf(e, "json-number");
 		return 1;
 	}
 	if (!has_hi || (!hi.neg && (dec_cmp(&hi, &zero) > 0 || hi_in)))
@@ -1175,15 +1161,15 @@ compile_number(struct sc *c, const struct jv *s, struct buf *e)
 		mlo.neg = mhi.neg = 0;
 		non_negative_numbers(&neg, &mlo, has_hi && hi.neg ? hi_in : 0, has_lo ? &mhi : NULL, lo_in, &k);
 		if (k) {
-			put(&alt, "%s\"-\" ( ", n++ ? " | " : "");
+			buf_printf(&alt, "%s\"-\" ( ", n++ ? " | " : "");
 			putn(&alt, neg.s, neg.n);
-			put(&alt, " )");
+			buf_printf(&alt, " )");
 		}
 	}
 	if (n) {
-		put(e, "( ");
+		buf_printf(e, "( ");
 		putn(e, alt.s, alt.n);
-		put(e, " )");
+		buf_printf(e, " )");
 	}
 	buf_free(&alt), buf_free(&neg);
 	return n ? 1 : none(c, "no number of at most 16 digits before the point and 16 after it "
@@ -1208,19 +1194,19 @@ compile_integer(struct sc *c, const struct jv *s, struct buf *e)
 	}
 	if (lo == -INT_MOST && hi == INT_MOST) {
 		c->used |= U_INTEGER;
-		put(e, "json-integer");
+		buf_printf(e, "json-integer");
 		return 1;
 	}
 	if (lo > hi)
 		return none(c, "no integer of at most 16 digits is within its bounds");
-	put(e, "( ");
+	buf_printf(e, "( ");
 	if (hi >= 0)
 		non_negative(e, lo > 0 ? lo : 0, hi);
 	if (lo < 0) {
-		put(e, "%s\"-\" ", hi >= 0 ? " | " : "");
+		buf_printf(e, "%s\"-\" ", hi >= 0 ? " | " : "");
 		non_negative(e, hi < 0 ? -hi : 1, -lo);
 	}
-	put(e, " )");
+	buf_printf(e, " )");
 	return 1;
 }
 
@@ -1228,8 +1214,8 @@ static int
 compile_type(struct sc *c, const struct jv *s, unsigned t, struct buf *e)
 {
 	switch (t) {
-	case T_NULL: put(e, "\"null\""); return 1;
-	case T_BOOLEAN: put(e, "( \"true\" | \"false\" )"); return 1;
+	case T_NULL: buf_printf(e, "\"null\""); return 1;
+	case T_BOOLEAN: buf_printf(e, "( \"true\" | \"false\" )"); return 1;
 	case T_INTEGER: return compile_integer(c, s, e);
 	case T_NUMBER: return compile_number(c, s, e);
 	case T_STRING: return compile_string(c, s, e);
@@ -1293,16 +1279,16 @@ compile_enum(struct sc *c, const struct jv *s, unsigned have, struct buf *e)
 		return -1;
 	if (m & T_NUMBER)
 		m |= T_INTEGER;
-	put(e, "( ");
+	buf_printf(e, "( ");
 	for (int i = 0; i < (en ? en->n : 1); i++) {
 		const struct jv *v = en ? &en->v[i] : k;
 		if (!(kind(v) & m))
 			continue;
 		if (n++)
-			put(e, " | ");
+			buf_printf(e, " | ");
 		value_literal(e, v);
 	}
-	put(e, " )");
+	buf_printf(e, " )");
 	if (n == 0)
 		return none(c, "no value of its %s is of its type", en ? "enum" : "const");
 	return 1;
@@ -1324,7 +1310,7 @@ compile_of(struct sc *c, const struct jv *s, const char *kw, struct buf *e)
 		return fail(c, "%s: expected a non-empty array of schemas", kw);
 	if (strcmp(kw, "allOf") == 0 && a->n > 1)
 		return fail(c, "allOf of more than one schema: not supported");
-	put(e, "( ");
+	buf_printf(e, "( ");
 	for (int i = 0; i < a->n; i++) {
 		struct buf b = { 0 };
 		snprintf(idx, sizeof idx, "%d", i);
@@ -1335,12 +1321,12 @@ compile_of(struct sc *c, const struct jv *s, const char *kw, struct buf *e)
 		}
 		if (rc > 0) {
 			if (n++)
-				put(e, " | ");
+				buf_printf(e, " | ");
 			putn(e, b.s, b.n);
 		}
 		buf_free(&b);
 	}
-	put(e, " )");
+	buf_printf(e, " )");
 	return n > 0;	/* none: the last branch's reason */
 }
 
@@ -1353,7 +1339,7 @@ compile(struct sc *c, const struct jv *s, struct buf *e)
 
 	if (s->type == JV_TRUE) {
 		c->used |= U_VALUE;
-		put(e, "json-value");
+		buf_printf(e, "json-value");
 		return 1;
 	}
 	if (s->type == JV_FALSE)
@@ -1396,7 +1382,7 @@ compile(struct sc *c, const struct jv *s, struct buf *e)
 	}
 	if (m == T_ALL && !(have & ~SIDE & ~B(K_TYPE))) {
 		c->used |= U_VALUE;
-		put(e, "json-value");
+		buf_printf(e, "json-value");
 		return 1;
 	}
 	if ((m & T_NUMBER) && (m & T_INTEGER))
@@ -1413,7 +1399,7 @@ compile(struct sc *c, const struct jv *s, struct buf *e)
 		}
 		if (rc > 0) {
 			if (n++)
-				put(&alt, " | ");
+				buf_printf(&alt, " | ");
 			putn(&alt, b.s, b.n);
 		}
 		buf_free(&b);
@@ -1421,9 +1407,9 @@ compile(struct sc *c, const struct jv *s, struct buf *e)
 	if (n == 1)
 		putn(e, alt.s, alt.n);
 	else if (n > 1) {
-		put(e, "( ");
+		buf_printf(e, "( ");
 		putn(e, alt.s, alt.n);
-		put(e, " )");
+		buf_printf(e, " )");
 	}
 	buf_free(&alt);
 	return n > 0;
@@ -1478,9 +1464,9 @@ schema_to_gbnf(const char *text, size_t n, char **gbnf)
 	c.n_refs = c.cap_refs = 1;
 	rc = compile(&c, &root, &e);
 	if (rc > 0) {
-		put(&out, "root ::= ");
+		buf_printf(&out, "root ::= ");
 		putn(&out, e.s, e.n);
-		put(&out, "\n");
+		buf_printf(&out, "\n");
 	}
 	/* the schemas $ref names, each once (their own may add more) */
 	for (int i = 1; i < c.n_refs && rc > 0; i++) {

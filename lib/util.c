@@ -286,6 +286,27 @@ buf_add(struct buf *b, const void *p, size_t n)
 }
 
 void
+buf_printf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap, again;
+	int n;
+
+	va_start(ap, fmt);
+	va_copy(again, ap);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		if (b->n + (size_t)n + 1 > b->cap) {
+			b->cap = (b->n + (size_t)n + 1) * 2;
+			b->s = xrealloc(b->s, b->cap);
+		}
+		vsnprintf(b->s + b->n, (size_t)n + 1, fmt, again);
+		b->n += (size_t)n;
+	}
+	va_end(again);
+}
+
+void
 buf_free(struct buf *b)
 {
 	free(b->s);

@@ -70,6 +70,8 @@ struct buf {
 	size_t n, cap;
 };
 void buf_add(struct buf *b, const void *p, size_t n);
+/* Append printf's text of fmt (all of it). */
+void buf_printf(struct buf *b, const char *fmt, ...);
 void buf_free(struct buf *b);
 /* Read a whole stream; 0 or -1 (errno). */
 int buf_read_all(struct buf *b, FILE *fp);
