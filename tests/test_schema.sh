@@ -34,6 +34,14 @@ have_jsonschema() {
 		skip "python3's jsonschema module is not installed (Debian: python3-jsonschema)"
 }
 
+# Whether jsonschema checks the formats the grammar makes (date-time and
+# time need its rfc3339-validator, which Debian does not package).
+have_format_checks() {
+	python3 -c 'import jsonschema, sys
+c = jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers
+sys.exit(not all(f in c for f in ("date", "time", "date-time", "uuid")))' 2>/dev/null
+}
+
 # validate SCHEMAFILE TEXTFILE [any]: the text is JSON that validates (by
 # 2020-12, or the draft its $schema names),
 # formats checked, and (unless any) an object's members come in the order of the schema's
@@ -108,6 +116,10 @@ texts_are_judged_as_a_validator_judges_them() {
 	n=0
 	while IFS='	' read -r name text want; do
 		s=$(sed -n "s/^$name	//p" "$TMP/schemas")
+		if [ "$name" = formats ] && ! have_format_checks; then
+			n=$((n + 1))	# no judge for them here
+			continue
+		fi
 		printf '%s\n' "$s" >"$TMP/s.json"
 		printf '%s' "$text" >"$TMP/text"
 		"$T" -m "$m" -- "$text" | "$D" -m "$m" --score --json-schema "$s" >"$TMP/out" 2>/dev/null
@@ -378,8 +390,7 @@ PYEOF2
 # months, in leap years and century years, and times near their bounds.
 formats_agree_with_a_validator() {
 	have_jsonschema
-	python3 -c 'import jsonschema; jsonschema.Draft202012Validator.FORMAT_CHECKER.checks("date-time")' ||
-		skip "jsonschema's date-time check is missing"
+	have_format_checks || skip "python3's jsonschema checks no date-time or time (it needs rfc3339-validator)"
 	python3 - "$(tiny f32)" "$T" "$D" <<'PYEOF2' || fail "the formats disagree"
 import json, random, subprocess, sys, jsonschema
 m, tok, dec = sys.argv[1:4]
