@@ -146,6 +146,77 @@ batch_gives_each_prompt_its_text() {
 	grep -q 'nonexistent.gguf' "$TMP/err" || fail "$(cat "$TMP/err")"
 }
 
+# examples/batch.sh -S over ssh for real: sshd on 127.0.0.1, started and
+# stopped here with keys made for it, one a "machine" (a port each): two
+# healthy ones, one down, one whose every job fails, one that breaks
+# after two chunks.  The chunks' texts are the local run's, a chunk whose
+# machine fails goes to another, and a chunk that fails everywhere ends
+# the run loudly, naming the machine, with the lines before it written.
+batch_runs_on_machines_over_ssh() {
+	command -v parallel >/dev/null || skip "GNU parallel is not installed (Debian: parallel)"
+	[ -x /usr/sbin/sshd ] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null ||
+		skip "sshd and ssh are not installed (Debian: openssh-server)"
+	m=$(model)
+	d="$TMP/ssh"
+	rm -rf "$d" "$TMP/b-"*
+	mkdir -p "$d"
+	[ "$(id -u)" -ne 0 ] || mkdir -p /run/sshd	# privilege separation, which sshd run by root needs
+	ssh-keygen -q -t ed25519 -N '' -f "$d/host" && ssh-keygen -q -t ed25519 -N '' -f "$d/id" || fail "ssh-keygen"
+	cp "$d/id.pub" "$d/keys" && chmod 600 "$d/keys" "$d/host"
+	cat >"$d/flaky" <<EOF
+#!/bin/sh
+# the machine that breaks: its third job and after fail
+n=\$(cat "$d/count" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"$d/count"
+[ "\$n" -lt 2 ] || exit 1
+exec /bin/sh -c "\$SSH_ORIGINAL_COMMAND"
+EOF
+	chmod +x "$d/flaky"
+	base=$((20000 + $$ % 20000))
+	printf 'Host *\n\tIdentityFile %s\n\tIdentitiesOnly yes\n\tStrictHostKeyChecking no\n\tUserKnownHostsFile /dev/null\n\tLogLevel ERROR\n\tBatchMode yes\n\tConnectTimeout 5\n' \
+		"$d/id" >"$d/ssh_config"
+	for k in 1 2 3 4 5; do
+		p=$((base + k))
+		{
+			printf 'Port %s\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\n' "$p" "$d/host" "$d/keys"
+			printf 'PidFile %s\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n' "$d/$k.pid"
+			printf 'KbdInteractiveAuthentication no\nAllowUsers %s\n' "$(id -un)"
+			[ $k -ne 4 ] || echo 'ForceCommand /bin/false'
+			[ $k -ne 5 ] || echo "ForceCommand $d/flaky"
+		} >"$d/$k.conf"
+		/usr/sbin/sshd -f "$d/$k.conf" -E "$d/$k.log" || fail "sshd $k: $(cat "$d/$k.log")"
+		eval "login$k=\"1/ssh -F $d/ssh_config -p $p 127.0.0.1\""
+	done
+	# the machines are stopped whatever happens next
+	trap 'for k in 1 2 3 4 5; do [ -f "$d/$k.pid" ] && kill "$(cat "$d/$k.pid")" 2>/dev/null; done' EXIT
+	kill "$(cat "$d/3.pid")"	# machine 3 is down
+	for k in 1 2; do	# (4 and 5 would count a probe as a job)
+		i=0
+		until ssh -F "$d/ssh_config" -p $((base + k)) 127.0.0.1 true 2>/dev/null; do
+			i=$((i + 1)) && [ $i -lt 50 ] || fail "sshd $k does not answer: $(cat "$d/$k.log")"
+			sleep 0.1
+		done
+	done
+	seq 1 9 | sed 's/^/Once upon a time, number /' >"$TMP/many"
+	sh examples/batch.sh -m "$m" -n 8 -s 5 "$TMP/many" "$TMP/b-local" || fail "local: exit $?"
+	printf '%s' 'Once upon a time, number 9' | "$BIN/llm-tokenize" -m "$m" >"$TMP/p9.ids"
+	{ cat "$TMP/p9.ids"; "$BIN/llm-decode" -m "$m" -n 8 --seed 5 -q <"$TMP/p9.ids"; } |
+		"$BIN/llm-tokenize" -m "$m" -d | cmp -s - "$TMP/b-local/9.txt" || fail "line 9 is not its run alone"
+	# two machines, and one down, and one whose jobs fail: chunks of 2 lines, in order
+	sh examples/batch.sh -m "$m" -n 8 -s 5 -C 2 -S "$login1,$login2,$login3,$login4" "$TMP/many" "$TMP/b-ssh" \
+		2>"$TMP/ssh.err" || fail "exit $?: $(cat "$TMP/ssh.err")"
+	diff -r "$TMP/b-local" "$TMP/b-ssh" || fail "the machines' texts differ from the local run's"
+	# a machine that breaks after two chunks, alone: 4 lines written, then a loud end naming it
+	sh examples/batch.sh -m "$m" -n 8 -s 5 -C 2 -S "$login5" "$TMP/many" "$TMP/b-flaky" 2>"$TMP/flaky.err" &&
+		fail "a run whose machine broke succeeded"
+	grep -q "failed on ssh -F $d/ssh_config -p $((base + 5)) 127.0.0.1" "$TMP/flaky.err" || fail "$(cat "$TMP/flaky.err")"
+	grep -q '4 of 9 lines came back' "$TMP/flaky.err" || fail "$(cat "$TMP/flaky.err")"
+	for k in 1 2 3 4; do
+		cmp "$TMP/b-local/$k.txt" "$TMP/b-flaky/$k.txt" || fail "line $k, written before the failure, differs"
+	done
+	[ ! -e "$TMP/b-flaky/5.txt" ] || fail "a line after the failure was written"
+}
+
 inspect_answers_from_the_cache() {
 	sh examples/inspect.sh -m "$(model)" "$TMP/insp" >"$TMP/insp.out" || fail "exit $?"
 	grep -q '^layer [0-9]* has the largest keys: mean norm [0-9.]* over [0-9]* positions$' "$TMP/insp.out" ||
@@ -177,6 +248,7 @@ t chat_turn_that_fails_changes_nothing
 t makefile_answers_each_question_from_the_prefix
 t makefile_fails_and_builds_nothing_on_failed_steps
 t batch_gives_each_prompt_its_text
+t batch_runs_on_machines_over_ssh
 t inspect_answers_from_the_cache
 t chat_demo_uses_the_models_template
 t demo_runs_with_a_random_model_when_no_model_is_found
