@@ -122,8 +122,11 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 		return;
 	}
 	ids_push(&q->gen, next);
-	if (b->grammar)	/* the mask allowed it: the state takes its piece, and may be at an end */
+	if (b->grammar) {	/* the mask allowed it: the state takes its piece, and may be at an end */
+		double t0 = now_seconds();
 		gmask_take(b->gm, &q->gs, next);
+		b->mask_seconds += now_seconds() - t0;
+	}
 	if (b->n_stops && stop_push(&q->stop, next)) {
 		q->stopped = 1;	/* the stop text's tokens are never ready (batch_seq_ready) */
 		q->state = SEQ_DONE;
@@ -212,7 +215,10 @@ mask_row(struct batch *b, struct batch_seq *q, float *row)
 {
 	const struct model_config *c = &b->run->m->c;
 	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
+	double t0 = now_seconds();
 	int any = gmask_apply(b->gm, &q->gs, end, 4, row);
+
+	b->mask_seconds += now_seconds() - t0;
 
 	if (!any)
 		fail(q, SEQ_FAIL_GRAMMAR, "no token of the vocabulary can go on from the text "
@@ -230,17 +236,18 @@ score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
 {
 	const struct model_config *c = &b->run->m->c;
 	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
-	double lp = -INFINITY;
+	double lp = -INFINITY, t0 = now_seconds();
 
 	if (q->left < 0) {
 		gmask_apply(b->gm, &q->gs, end, 4, row);
 		if (!b->gm->allowed[id])
 			q->left = at;
 	}
-	if (q->left < 0) {
+	if (q->left < 0)
 		gmask_take(b->gm, &q->gs, id);
+	b->mask_seconds += now_seconds() - t0;
+	if (q->left < 0)
 		lp = log_prob(row, c->vocab_size, id);
-	}
 	q->nll -= lp;
 	if (q->lp)
 		q->lp[q->scored] = lp;

@@ -73,6 +73,7 @@ struct batch {
 	int n_live, max_live;
 	float *out;		/* a pass's logits */
 	int steps, computed;	/* passes, and tokens run through them */
+	double mask_seconds;	/* time in the grammar: its masks, and its state on past each token */
 };
 
 /* A batch of at most max_live (1 to MODEL_BATCH) sequences at once. */

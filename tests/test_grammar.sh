@@ -72,6 +72,22 @@ grammar_runs_are_reproducible() {
 }
 
 # Bad grammars: exit 2, one line naming the place, before any token.
+# --stats-json's grammar_ms: the grammar's time, above 0 under one (and
+# less than the whole run's), 0 without.
+stats_say_the_grammars_time() {
+	m=$(tiny f32)
+	echo 1 | "$D" -m "$m" -n 40 --seed 3 --grammar 'root ::= [a-z ]{5,60} "."' --stats-json 2>"$TMP/with" >/dev/null ||
+		fail "exit $?"
+	echo 1 | "$D" -m "$m" -n 40 --seed 3 --stats-json 2>"$TMP/without" >/dev/null || fail "exit $?"
+	python3 - "$TMP/with" "$TMP/without" <<'EOF' || fail "$(cat "$TMP/with" "$TMP/without")"
+import json, sys
+w = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+o = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+run_ms = 1000 * w["generated_tokens"] / w["decode_tok_s"] + w["ttft_ms"]
+sys.exit(not (0 < w["grammar_ms"] < run_ms and o["grammar_ms"] == 0))
+EOF
+}
+
 bad_grammars_are_usage_errors() {
 	m=$(tiny f32)
 	while IFS='	' read -r g want; do
@@ -268,4 +284,5 @@ t score_lines_are_their_solo_scores
 t outputs_are_in_the_language_on_a_random_model
 t outputs_are_in_the_language_on_stories260K
 t grammar_runs_are_reproducible
+t stats_say_the_grammars_time
 t bad_grammars_are_usage_errors
