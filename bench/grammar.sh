@@ -9,8 +9,10 @@
 # unconstrained, under bench/json.gbnf, under a record schema (a name, an
 # age, tags), and under the same record with its strings and tags bounded
 # (maxLength 40, maxItems 8: each count is a state of its own), in
-# alternating rounds, medians of decode tok/s.  The mask's cost a token is
-# the difference of the times a token.  Random weights write strings that
+# alternating rounds, medians of decode tok/s.  The grammar's cost a token
+# is llm-decode's own count (--stats-json's grammar_ms over the tokens
+# generated), and beside it the difference of the times a token, which the
+# machine's drift blurs.  Random weights write strings that
 # run to their bounds, which real text seldom does: the bounded row is the
 # worst case.
 set -u
