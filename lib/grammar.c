@@ -1244,8 +1244,11 @@ gmask_init(struct gmask *m, const struct tok *t)
 		m->at[i] = all, all += m->len[m->order[i]];
 	m->at[m->n] = all;
 	m->bytes = xmalloc(all + 1);
-	for (int i = 0; i < m->n; i++)
+	for (int i = 0; i < m->n; i++) {	/* each token's text is its place there from now on */
 		memcpy(m->bytes + m->at[i], m->text[m->order[i]], m->len[m->order[i]]);
+		free(m->text[m->order[i]]);
+		m->text[m->order[i]] = m->bytes + m->at[i];
+	}
 	for (int i = 0; i < m->n; i++) {
 		size_t k = 0;
 		if (i > 0 && class_of(m->len[m->order[i - 1]]) == class_of(m->len[m->order[i]])) {
@@ -1276,8 +1279,6 @@ gmask_init(struct gmask *m, const struct tok *t)
 void
 gmask_free(struct gmask *m)
 {
-	for (int id = 0; id < m->t->n_vocab; id++)
-		free(m->text[id]);
 	steps_free(&m->steps);
 	for (int i = 0; i < m->n_cache; i++)
 		free(m->cache[i].key), free(m->cache[i].mask), free(m->cache[i].unsure);
@@ -1458,23 +1459,34 @@ keep(struct gmask *m, uint64_t h, size_t bytes)
 	return e;
 }
 
-/* The mask of class c's tokens for st (walk's bits): kept, or walked and kept. */
-static const unsigned char *
-lookup(struct gmask *m, const struct gstate *st, int c)
+/* st's tops into m->top (each stack less the frames all share), and how many frames were cut: 0 if none. */
+static int
+tops(struct gmask *m, const struct gstate *st)
 {
-	int from = m->from[c], n = m->from[c + 1] - from, cut = context(st);
+	int cut = context(st);
+
+	m->top.g = st->g;
+	m->top.n = 0;
+	for (int i = 0; cut > 0 && i < st->n; i++)
+		put_stack(&m->top, st->s[i].v + cut, st->s[i].n - cut, 0);
+	m->top.partial = st->partial, m->top.need = st->need, m->top.len = st->len;
+	m->top.spm = st->spm, m->top.strip = st->strip;
+	return cut;
+}
+
+/*
+ * The mask of class c's tokens for st (walk's bits), whose tops are in
+ * m->top with cut frames cut: kept, or walked and kept.
+ */
+static const unsigned char *
+lookup(struct gmask *m, const struct gstate *st, int cut, int c)
+{
+	int from = m->from[c], n = m->from[c + 1] - from;
 	size_t bytes = ((size_t)n + 7) / 8;
 	struct gmask_entry *e;
 	uint64_t h;
 
 	if (cut > 0) {
-		/* the tops: each stack less the cut frames */
-		m->top.g = st->g;
-		m->top.n = 0;
-		for (int i = 0; i < st->n; i++)
-			put_stack(&m->top, st->s[i].v + cut, st->s[i].n - cut, 0);
-		m->top.partial = st->partial, m->top.need = st->need, m->top.len = st->len;
-		m->top.spm = st->spm, m->top.strip = st->strip;
 		h = state_key(&m->top, class_most[c], K_TOP, &m->key);
 		if (!(e = find(m, h))) {
 			memset(m->bits, 0, bytes);
@@ -1491,7 +1503,7 @@ lookup(struct gmask *m, const struct gstate *st, int c)
 		/* (a stack the context makes too high is dropped: the tops cannot say) */
 		if (e->n_unsure == 0 && e->peak + cut <= MAX_DEPTH)
 			return e->mask;
-		if (e->n_unsure > 0 && e->peak + cut <= MAX_DEPTH) {
+		if (e->n_unsure > 0 && e->peak + cut <= MAX_DEPTH) {	/* the rest, in context */
 			struct gmask_entry *top = e;
 			h = state_key(st, class_most[c], K_REST, &m->key);
 			if ((e = find(m, h)))
@@ -1514,14 +1526,14 @@ gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_en
 {
 	const struct tok *t = m->t;
 	unsigned char *allowed = m->allowed;
-	int complete = gstate_complete(st), i;
+	int complete = gstate_complete(st), i, cut = tops(m, st);
 
 	memset(allowed, 0, (size_t)t->n_vocab);
 	/* class by class (a lookup may empty the cache: each mask is read at once) */
 	for (int c = 0; c < GMASK_CLASSES; c++) {
 		if (m->from[c] == m->from[c + 1])
 			continue;
-		const unsigned char *bits = lookup(m, st, c);
+		const unsigned char *bits = lookup(m, st, cut, c);
 		for (i = m->from[c]; i < m->from[c + 1]; i++)
 			allowed[m->order[i]] = (bits[(i - m->from[c]) / 8] >> ((i - m->from[c]) % 8)) & 1;
 	}

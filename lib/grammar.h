@@ -150,7 +150,7 @@ struct gsteps {
 
 struct gmask {
 	const struct tok *t;
-	char **text;		/* each token's piece (tok_piece); NULL: none */
+	char **text;		/* each token's piece (tok_piece, in bytes below); NULL: none */
 	size_t *len, max_len;
 	int *order, *lcp, n;	/* the tokens with text by class, then in byte order; each's
 				 * common prefix with the one before in its class */

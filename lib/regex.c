@@ -426,36 +426,34 @@ bracket(struct rx *x, struct cset *s)
 	return 0;
 }
 
-/* A count {m}, {m,}, {m,n} at x->p: 1 with *min, *max (-1: none), else 0 and x->p unmoved (Annex B: a '{'). */
-static int
-braces(struct rx *x, int *min, int *max)
+/* A count {m}, {m,}, {m,n} at p: where it ends, with *min, *max (-1: none); NULL if none begins there (Annex B: a '{') */
+static const char *
+braces(const char *p, const char *end, int *min, int *max)
 {
-	const char *p = x->p + 1;
 	long m = 0, n = -1;
 
-	if (p >= x->end || *p < '0' || *p > '9')
-		return 0;
-	for (; p < x->end && *p >= '0' && *p <= '9'; p++)
+	if (++p >= end || *p < '0' || *p > '9')
+		return NULL;
+	for (; p < end && *p >= '0' && *p <= '9'; p++)
 		m = m > MAX_COUNT ? m : m * 10 + (*p - '0');
-	if (p < x->end && *p == ',') {
+	if (p < end && *p == ',') {
 		p++;
-		if (p < x->end && *p >= '0' && *p <= '9')
-			for (n = 0; p < x->end && *p >= '0' && *p <= '9'; p++)
+		if (p < end && *p >= '0' && *p <= '9')
+			for (n = 0; p < end && *p >= '0' && *p <= '9'; p++)
 				n = n > MAX_COUNT ? n : n * 10 + (*p - '0');
 	} else
 		n = m;
-	if (p >= x->end || *p != '}')
-		return 0;
-	x->p = p + 1;
+	if (p >= end || *p != '}')
+		return NULL;
 	*min = (int)m, *max = (int)n;
-	return 1;
+	return p + 1;
 }
 
 /* A quantifier at x->p: 1 with its counts, 0 if none, -1. */
 static int
 quantifier(struct rx *x, int *min, int *max)
 {
-	const char *at = x->p;
+	const char *at = x->p, *end;
 
 	if (x->p >= x->end)
 		return 0;
@@ -464,8 +462,9 @@ quantifier(struct rx *x, int *min, int *max)
 	case '+': *min = 1, *max = -1, x->p++; break;
 	case '?': *min = 0, *max = 1, x->p++; break;
 	case '{':
-		if (!braces(x, min, max))
+		if (!(end = braces(x->p, x->end, min, max)))
 			return 0;
+		x->p = end;
 		if (*min > MAX_COUNT || *max > MAX_COUNT)
 			return rx_fail(x, at, "a count above %d: not supported", MAX_COUNT);
 		if (*max >= 0 && *min > *max)
@@ -544,7 +543,7 @@ atom(struct rx *x, struct buf *out)
 	case '*': case '+': case '?':
 		return rx_fail(x, at, "%c with nothing to repeat", *x->p);
 	default:	/* a '{' that begins no count is one (Annex B) */
-		if (*x->p == '{' && braces(&(struct rx){ x->s, x->p, x->end, x->any, 0 }, &a, &b))
+		if (*x->p == '{' && braces(x->p, x->end, &a, &b))
 			return rx_fail(x, at, "a count with nothing to repeat");
 		if ((rc = plain_char(x, &c)) == 0)
 			cs_add(&s, c, c);
@@ -585,7 +584,7 @@ sequence(struct rx *x, int top, struct buf *out)
 			return -1;
 		}
 		if (q && x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?' ||
-		    (*x->p == '{' && braces(&(struct rx){ x->s, x->p, x->end, x->any, 0 }, &(int){ 0 }, &(int){ 0 })))) {
+		    (*x->p == '{' && braces(x->p, x->end, &min, &max)))) {
 			buf_free(&a), buf_free(&seq);
 			return rx_fail(x, x->p, "%c with nothing to repeat", *x->p);
 		}

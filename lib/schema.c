@@ -83,7 +83,6 @@ struct sc {
 	int err;
 };
 
-
 static void
 putn(struct buf *b, const char *s, size_t n)
 {
