@@ -219,7 +219,7 @@ batch_rows(const int32_t *panels, const float *scales, int n, int nb, const int1
 
 /*
  * Batches of SIMD_LANES_MIN to SIMD_LANES_MAX tokens put the tokens in
- * the lanes instead (lanes_rows): packing the rows cost 35% of a
+ * the lanes instead (vblock.inc's vlanes_rows): packing the rows cost 35% of a
  * 16-token product, whose every weight is used only 16 times.
  */
 static void
@@ -285,76 +285,30 @@ dpwssd_bcst(__m512i acc, __m512i x, const int32_t *p)
 }
 
 /*
- * R widened rows (a constant after inlining) against a group of 16
- * tokens in the lanes: each row's pairs broadcast against the tokens'
- * pairs, one vpdpwssd for 32 products; per row a vector of its 16
- * tokens' outputs, by the block-sum rule (the same integer sums, the
- * chain of fma(s, d_w * d_x, o) over blocks in order), into out.
- * tokens: the lanes that are tokens.
+ * The next rows of a batch in the lanes, widened block by block while
+ * the current ones compute (vblock.inc's vlanes_tile): R of them (0 for
+ * none) from w, into wide, dw and mw in vwiden's layout; [ahead, end),
+ * the rows after them, fetched a few lines a block.
  */
-static inline __attribute__((always_inline)) void
-lanes_tile(const int16_t *wide, const float *dw, int R, int nb, const int32_t *xl, const float *dxl,
-    float *out, size_t ldo, int tokens)
-{
-	__m512 acc[8];
-	__m512i sum[8], xv;
-	float tile[8][16] __attribute__((aligned(64)));
-	int b, k, r;
-
-	UNROLL for (r = 0; r < R; r++)
-		acc[r] = _mm512_setzero_ps();
-	for (b = 0; b < nb; b++) {
-		const int32_t *wb = (const int32_t *)(wide + (size_t)b * 32);
-		UNROLL for (k = 0; k < 16; k++) {
-			xv = _mm512_load_si512(xl + ((size_t)b * 16 + k) * 16);
-			UNROLL for (r = 0; r < R; r++) {
-				const int32_t *wp = wb + (size_t)r * nb * 16 + k;
-				sum[r] = k == 0 ? _mm512_madd_epi16(xv, _mm512_set1_epi32(*wp)) :
-				    dpwssd_bcst(sum[r], xv, wp);
-			}
-		}
-		__m512 d = _mm512_load_ps(dxl + (size_t)b * 16);
-		UNROLL for (r = 0; r < R; r++)
-			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]),
-			    _mm512_mul_ps(_mm512_set1_ps(dw[r * nb + b]), d), acc[r]);
-	}
-	/* by way of a tile: a scatter a row took longer than a block's products */
-	UNROLL for (r = 0; r < R; r++)
-		_mm512_store_ps(tile[r], acc[r]);
-	for (int t = 0; t < tokens; t++)
-		UNROLL for (r = 0; r < R; r++)
-			out[(size_t)t * ldo + r] = tile[r][t];
-}
-
-/* R (8, 4 or 1) widened rows against T tokens in the lanes, 16 at a time */
-static void
-lanes_rows(const int16_t *wide, const float *dw, int R, int nb, const int32_t *xl, const float *dxl, int T,
-    float *out, size_t ldo)
-{
-	for (int g = 0; g < (T + 15) / 16; g++) {
-		const int32_t *xg = xl + (size_t)g * nb * 256;
-		const float *dg = dxl + (size_t)g * nb * 16;
-		int tokens = T - 16 * g < 16 ? T - 16 * g : 16;
-		float *og = out + (size_t)16 * g * ldo;
-		switch (R) {
-		case 8: lanes_tile(wide, dw, 8, nb, xg, dg, og, ldo, tokens); break;
-		case 4: lanes_tile(wide, dw, 4, nb, xg, dg, og, ldo, tokens); break;
-		default: lanes_tile(wide, dw, 1, nb, xg, dg, og, ldo, tokens); break;
-		}
-	}
-}
+struct vnext {
+	const char *w, *ahead, *end;
+	size_t row_bytes;
+	int R;
+	int16_t *wide;
+	float *dw, *mw;
+};
 
 #include "kbytes.inc"
 
 /*
  * Floats of scratch a batch takes: its panels, their scales and minimums,
- * or 8 widened rows with their scales and minimums.
+ * or twice 8 widened rows with their scales and minimums.
  */
 static size_t
 pack_floats(int cols)
 {
 	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16 + 32) + 16;	/* minimums: two a block (q2_K) */
-	size_t lanes = (size_t)24 * (cols / 32) + (size_t)8 * cols / 2 + 16;
+	size_t lanes = 2 * ((size_t)24 * (cols / 32) + (size_t)8 * cols / 2 + 16);	/* two sets, as vgemm's lanes take them */
 	size_t k = KBATCH_FLOATS(SIMD_LANES_MIN, cols);
 
 	return panels > lanes ? (panels > k ? panels : k) : (lanes > k ? lanes : k);
