@@ -5,15 +5,11 @@
 #
 # BENCH_TYPES and BENCH_THREADS choose the rows (default: all of them).
 set -u
-TMP=bench/tmp
-mkdir -p "$TMP"
-D=cmd/llm-decode
+. bench/lib.sh
 TYPES=${BENCH_TYPES:-"f32 q8_0 q4_0 q4_K_mix"}
 THREADS=${BENCH_THREADS:-"1 2"}
 JSON=bench/results.json
 
-# json KEY FILE: a number from a --stats-json line
-json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
 now() { date +%s.%N; }
 # native_isa: the kernels llm-decode uses on this machine, as it says (--stats-json)
 native_isa() {
@@ -368,23 +364,12 @@ peak() {
 	sort -n "$TMP/pk" | tail -n 1
 }
 flop() { awk -v n="$1" 'BEGIN { printf "%.0f", 2 * 30 * (2 * 576 * 576 + 2 * 576 * 192 + 3 * 576 * 1536) + 4 * 30 * 9 * 64 * (n - 1) / 2 }'; }
-refdir=$(dirname "$REF")
-if [ -x "$REF" ] && [ -f "$refdir/libggml-cpu-haswell.so" ]; then
-	mkdir -p "$TMP/ref-avx2"
-	cp -f "$REF" "$TMP/ref-avx2/llama-bench"
-	for f in "$refdir"/lib*.so*; do
-		case "$f" in
-		*libggml-cpu-*) ;;
-		*) ln -sf "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$TMP/ref-avx2/" ;;
-		esac
-	done
-	ln -sf "$(cd "$refdir" && pwd)/libggml-cpu-haswell.so" "$TMP/ref-avx2/"
-fi
+ref2=$(ref_avx2 llama-bench "$(dirname "$REF")")
 # vs ISA TYPE TEST: one row; TEST is dec64, pp128 or pp512
 vs() {
 	mm="$TMP/smollm2-135m-$2.gguf"
 	ref=$REF
-	[ "$1" = avx2 ] && ref=$TMP/ref-avx2/llama-bench
+	[ "$1" = avx2 ] && ref=$ref2
 	case $3 in
 	dec64) in=p1 n=64 key=decode_tok_s rargs="-p 0 -n 64" ;;
 	pp128) in=p128 n=1 key=prefill_tok_s rargs="-p 128 -n 0" fl=$(flop 128) ;;

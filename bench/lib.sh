@@ -23,3 +23,19 @@ medians() {
 		}
 	}' "$1"
 }
+# ref_avx2 PROGRAM [DIR]: llama.cpp's PROGRAM (from DIR, ../shared/ref by
+# default) with its AVX2 (haswell) kernels alone: a copy in $TMP/ref-avx2
+# beside its libraries, haswell its only CPU backend.  Prints its path, or
+# fails without the program or that library.  A copy, not a link: ggml
+# looks for its backends beside the program's real path, so a link would
+# find them all (and load zen4's or icelake's).
+ref_avx2() {
+	src=${2:-../shared/ref}
+	[ -x "$src/$1" ] && [ -f "$src/libggml-cpu-haswell.so" ] || return 1
+	mkdir -p "$TMP/ref-avx2" || return 1
+	for f in "$src"/lib*.so*; do
+		case ${f##*/} in libggml-cpu-*) [ "${f##*/}" = libggml-cpu-haswell.so ] || continue ;; esac
+		ln -sf "$(cd "$src" && pwd)/${f##*/}" "$TMP/ref-avx2/" || return 1
+	done
+	rm -f "$TMP/ref-avx2/$1" && cp "$src/$1" "$TMP/ref-avx2/$1" && echo "$TMP/ref-avx2/$1"
+}

@@ -3,10 +3,17 @@
 # runs it after the rest (or alone: sh bench/lines.sh).  It prints figures
 # and never fails on speed; with JSON=FILE it appends its part there.
 #
-# - The batch: 16 prompts of 128 tokens, 64 generated each, on the
-#   SmolLM2-135M-shaped Q8_0 model with 2 threads: llm-decode --lines
-#   -P 16 against llama-batched-bench at 16 sequences, alternating, and
-#   against plain llm-decode run on the prompts one after another.
+# - Per kernel set (the machine's own, and under it avx512vnni and avx2,
+#   or dotprod and neon), on the SmolLM2-135M-shaped Q8_0 model with 2
+#   threads: the batch, 16 prompts of 128 tokens with 64 generated each
+#   (llm-decode --lines -P 16), against llama-batched-bench at 16
+#   sequences with the same kind of kernels (its best for the AVX-512
+#   sets: it has no AMX kernels; its haswell kernels alone for avx2) and
+#   against plain llm-decode run on the prompts one after another; decode
+#   steps of 16 against prefill of 128; and one stream (decode of 64
+#   after 128) against the bandwidth bound, bench/membw's read rate with
+#   as many threads over the bytes a token reads.  Medians of alternating
+#   rounds, with their ranges.
 # - The curve: decode steps alone (prompts of 4 tokens, 64 generated) for
 #   -P 1, 4, 16 and 32, against prefill of a 128-token prompt in the same
 #   rounds, their multiply-adds a second and the machine's f32 peak,
@@ -16,14 +23,11 @@
 #   resume's; and the time to the first token of resumes of 100, 1000 and
 #   4000 positions.
 set -u
-TMP=bench/tmp
-mkdir -p "$TMP"
-D=cmd/llm-decode
-TH=2
+. bench/lib.sh
+TH=$th
 ROUNDS=${BENCH_ROUNDS:-3}
 REF=${LLAMA_BATCHED_BENCH:-../shared/ref/llama-batched-bench}
 JSON=${JSON:-}
-json() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" "$2"; }
 now() { date +%s.%N; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # prompts N LEN: N lines of LEN ids in 1000..40999, each line its own
@@ -39,41 +43,16 @@ mf="$TMP/smollm2-135m-f32-8k.gguf"
 [ -f "$mf" ] || tools/mkmodel -s smollm2-135m -t f32 -c 8192 -o "$mf" || exit 1
 have_ref=0
 [ -x "$REF" ] && have_ref=1
-# ref_table NPL: llama-batched-bench's rows for 128-token prompts and 64 generated
+# ref_table PROGRAM NPL: llama-batched-bench's rows for 128-token prompts and 64 generated
 ref_table() {
-	"$REF" -m "$m" -c 16384 -b 2048 -ub 512 -npp 128 -ntg 64 -npl "$1" -t $TH 2>/dev/null |
+	"$1" -m "$m" -c 16384 -b 2048 -ub 512 -npp 128 -ntg 64 -npl "$2" -t $TH 2>/dev/null |
 		awk -F'|' 'NF > 10 && $2 + 0 > 0 { gsub(/ /, ""); print $4, $7, $9, $11 }'	# B S_PP S_TG S
 }
 
 echo
 echo "many prompts (issue 33): SmolLM2-135M shape, q8_0, $TH threads, $(sh -c "echo 1 | $D -m $m -n 1 --stats-json 2>&1 >/dev/null" | sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p')"
 prompts 16 128 >"$TMP/l16x128"
-: >"$TMP/lines-batch"
-for r in $(seq "$ROUNDS"); do
-	theirs=-
-	[ $have_ref -eq 1 ] && [ $((r % 2)) = 0 ] && theirs=$(ref_table 16 | awk '{ print $4 }')
-	$D -m "$m" -t $TH --lines -P 16 -n 64 --ignore-eos --greedy -q --stats-json <"$TMP/l16x128" \
-		>/dev/null 2>"$TMP/lb" || exit 1
-	[ $have_ref -eq 1 ] && [ $((r % 2)) = 1 ] && theirs=$(ref_table 16 | awk '{ print $4 }')
-	echo "$(json total_tok_s "$TMP/lb") $(json seconds "$TMP/lb") ${theirs:--}" >>"$TMP/lines-batch"
-done
-ours=$(awk '{ print $1 }' "$TMP/lines-batch" | median)
-secs=$(awk '{ print $2 }' "$TMP/lines-batch" | median)
-theirs=$(awk '$3 != "-" { print $3 }' "$TMP/lines-batch" | median)
-# the same prompts, one plain run each, one after another
-t0=$(now)
-while IFS= read -r l; do
-	echo "$l" | $D -m "$m" -t $TH -n 64 --ignore-eos --greedy -q >/dev/null || exit 1
-done <"$TMP/l16x128"
-t1=$(now)
-awk -v o="$ours" -v s="$secs" -v r="${theirs:-0}" -v a="$t0" -v b="$t1" 'BEGIN {
-	printf "  16 prompts of 128, 64 generated each, -P 16: %.1f tok/s in all (%.2f s)", o, s
-	if (r > 0) printf "; llama-batched-bench at 16: %.1f tok/s: %.2fx", r, o / r
-	printf "\n  one plain llm-decode after another: %.2f s: the batch takes %.2f of that (%.1fx faster)\n",
-	    b - a, s / (b - a), (b - a) / s
-}'
-
-# the same batch on the lower sets the machine has (LLM_ISA): avx512vnni under amx, and avx2;
+# per kernel set: the native one and those under it (LLM_ISA): avx512vnni under amx, and avx2;
 # on AArch64 dotprod under i8mm, and neon
 isa=$(sh -c "echo 1 | $D -m $m -n 1 --stats-json 2>&1 >/dev/null" | sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p')
 case $isa in
@@ -83,19 +62,73 @@ i8mm) lower="dotprod neon" ;;
 dotprod) lower=neon ;;
 *) lower= ;;
 esac
-for low in $lower; do
-	: >"$TMP/lb2"
+prompts 1 128 >"$TMP/l1x128"
+prompts 16 4 >"$TMP/l16x4"
+ref2=$(ref_avx2 llama-batched-bench "$(dirname "$REF")")
+# range FILE COLUMN: "median [min-max]" of a column
+range() { awk -v c="$2" '{ print $c }' "$1" | sort -n | awk '{ v[NR] = $1 }
+	END { printf "%.2f [%.2f-%.2f]", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], v[NR] }'; }
+echo "  per kernel set, $ROUNDS alternating rounds, medians [ranges]:"
+printf '  %-11s %9s %9s %19s %8s %19s %19s\n' set "batch/s" llama.cpp "batch x llama.cpp" "x plain" \
+    "steps16/prefill128" "1 stream/bound"
+[ -n "$JSON" ] && printf ',"lines_sets":[' >>"$JSON"
+sep=
+for set in $isa $lower; do
+	ref=-
+	case $set in
+	avx2) [ -n "$ref2" ] && ref=$ref2 ;;
+	avx512*|amx) [ $have_ref -eq 1 ] && ref=$REF ;;
+	esac
+	: >"$TMP/set"
 	for r in $(seq "$ROUNDS"); do
-		LLM_ISA=$low $D -m "$m" -t $TH --lines -P 16 -n 64 --ignore-eos --greedy -q --stats-json \
+		theirs=-
+		[ "$ref" != - ] && [ $((r % 2)) = 0 ] && theirs=$(ref_table "$ref" 16 | awk '{ print $4 }')
+		LLM_ISA=$set $D -m "$m" -t $TH --lines -P 16 -n 64 --ignore-eos --greedy -q --stats-json \
 			<"$TMP/l16x128" >/dev/null 2>"$TMP/lb" || exit 1
-		json total_tok_s "$TMP/lb" >>"$TMP/lb2"
+		[ "$ref" != - ] && [ $((r % 2)) = 1 ] && theirs=$(ref_table "$ref" 16 | awk '{ print $4 }')
+		LLM_ISA=$set $D -m "$m" -t $TH --lines -P 16 -n 64 --ignore-eos --greedy -q --stats-json \
+			<"$TMP/l16x4" >/dev/null 2>"$TMP/ls16" || exit 1
+		LLM_ISA=$set $D -m "$m" -t $TH -n 1 --warmup --greedy --stats-json <"$TMP/l1x128" >/dev/null \
+			2>"$TMP/lp" || exit 1
+		LLM_ISA=$set $D -m "$m" -t $TH -n 64 --warmup --ignore-eos --greedy --stats-json <"$TMP/l1x128" \
+			>/dev/null 2>"$TMP/l1s" || exit 1
+		wb=$(json weight_bytes "$TMP/l1s")
+		bw=$(bench/membw $TH "$wb")
+		# batch tok/s, its seconds, llama.cpp's, their ratio, steps of 16, prefill, ratio, one stream, bound, fraction
+		echo "$(json total_tok_s "$TMP/lb") $(json seconds "$TMP/lb") ${theirs:--} \
+		    $(json generated_tok_s "$TMP/ls16") $(json prefill_tok_s "$TMP/lp") $(json decode_tok_s "$TMP/l1s") \
+		    $wb $bw" | awk '{ printf "%s %s %s %s %s %s %s %s %s %s\n", $1, $2, $3, $3 == "-" ? "-" : $1 / $3,
+		    $4, $5, $4 / $5, $6, $8 / $7, $6 / ($8 / $7) }' >>"$TMP/set"
 	done
-	printf '  the same batch with LLM_ISA=%s: %.1f tok/s in all\n' "$low" "$(median <"$TMP/lb2")"
+	t0=$(now)
+	while IFS= read -r l; do
+		echo "$l" | LLM_ISA=$set $D -m "$m" -t $TH -n 64 --ignore-eos --greedy -q >/dev/null || exit 1
+	done <"$TMP/l16x128"
+	t1=$(now)
+	med=$(medians "$TMP/set")
+	vs=-
+	[ "$ref" != - ] && vs=$(awk '$4 != "-"' "$TMP/set" >"$TMP/set2" && range "$TMP/set2" 4)
+	echo "$med" | awk -v set="$set" -v vs="$vs" -v seq="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+	    -v st="$(range "$TMP/set" 7)" -v one="$(range "$TMP/set" 10)" '{
+		printf "  %-11s %9.1f %9s %19s %7.2fx %19s %19s\n", set, $1, $3 == "-" ? "-" : sprintf("%.1f", $3), vs,
+		    seq / $2, st, one }'
+	[ -n "$JSON" ] && echo "$med" | awk -v set="$set" -v sep="$sep" -v seq="$(awk -v a="$t0" -v b="$t1" \
+	    'BEGIN { print b - a }')" '{
+		printf "%s{\"isa\":\"%s\",\"batch_tok_s\":%s,\"batch_seconds\":%s,\"llama_cpp_tok_s\":%s,", sep, set, $1,
+		    $2, $3 == "-" ? "null" : $3
+		printf "\"vs_llama_cpp\":%s,\"sequential_seconds\":%s,\"steps16_tok_s\":%s,\"prefill128_tok_s\":%s,",
+		    $4 == "-" ? "null" : $4, seq, $5, $6
+		printf "\"steps16_over_prefill\":%s,\"one_stream_tok_s\":%s,\"bound_tok_s\":%s,\"fraction_of_bound\":%s}",
+		    $7, $8, $9, $10 }' >>"$JSON"
+	sep=,
 done
+[ -n "$JSON" ] && printf ']' >>"$JSON"
+echo "  batch x llama.cpp: llama-batched-bench's total at 16 with its own kernels of that kind (haswell's alone"
+echo "  for avx2; its best for the AVX-512 sets); x plain: 16 plain runs one after another over the batch's time;"
+echo "  1 stream/bound: decode of 64 after 128 over bench/membw's rate ($TH threads) / the bytes a token reads"
 
 # the curve: decode steps of P sequences, against prefill of 128, in alternating rounds
 prompts 32 4 >"$TMP/l32x4"
-prompts 1 128 >"$TMP/l1x128"
 : >"$TMP/pp"
 for p in 1 4 16 32; do : >"$TMP/dc$p"; done
 for r in $(seq "$ROUNDS"); do
@@ -109,7 +142,7 @@ for r in $(seq "$ROUNDS"); do
 done
 pp=$(median <"$TMP/pp")
 peak=$(bench/fmapeak $TH 2>/dev/null | tail -n 1)
-[ $have_ref -eq 1 ] && ref_table 1,4,16,32 >"$TMP/refcurve"
+[ $have_ref -eq 1 ] && ref_table "$REF" 1,4,16,32 >"$TMP/refcurve"
 echo "  decode steps alone (prompts of 4, 64 generated), against prefill of 128 here ($(printf '%.0f' "$pp") tok/s):"
 printf '  %4s %10s %10s %8s %8s %11s\n' P "dec tok/s" "/prefill" "GMAC/s" "%peak" "llama.cpp"
 [ -n "$JSON" ] && printf ',"lines":{"prefill128_tok_s":%.1f,"curve":[' "$pp" >>"$JSON"
@@ -127,8 +160,7 @@ for p in 1 4 16 32; do
 		"${rt:-null}" >>"$JSON"
 	sep=,
 done
-[ -n "$JSON" ] && printf '],"batch16":{"total_tok_s":%s,"seconds":%s,"llama_cpp_total_tok_s":%s,"sequential_seconds":%s}' \
-	"$ours" "$secs" "${theirs:-null}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$JSON"
+[ -n "$JSON" ] && printf ']' >>"$JSON"
 echo "  %peak: against bench/fmapeak's f32 multiply-add peak of $TH threads; q8_0's products run as 16-bit"
 echo "  integer dot products (avx512vnni) or tile multiplies (amx), whose peaks are higher, so 100% is no wall"
 

@@ -54,14 +54,7 @@ else
 fi
 
 # llama.cpp with its AVX2 kernels alone
-ref2="$TMP/ref-avx2"
-if [ -x "$SHARED/llama-bench" ] && [ ! -d "$ref2" ]; then
-	mkdir -p "$ref2"
-	for f in "$SHARED"/*; do
-		case $f in *libggml-cpu-*) [ "${f##*/}" = libggml-cpu-haswell.so ] || continue ;; esac
-		ln -s "$(cd "$(dirname "$f")" && pwd)/${f##*/}" "$ref2/${f##*/}"
-	done
-fi
+ref2=$(ref_avx2 llama-bench "$SHARED")
 best=$(echo 1 | LLM_ISA= $D -m "$TMP/smollm2-135m-f32-std05.gguf" -n 1 --stats-json 2>&1 >/dev/null |
 	sed -n 's/.*"isa":"\([a-z0-9]*\)".*/\1/p')
 prompt() { awk -v n="$1" 'BEGIN { for (i = 0; i < n; i++) print 1000 + (i * 7919) % 120000 }'; }
@@ -73,7 +66,7 @@ for ty in ${BENCH_WEIGHT_TYPES:-q2_K q3_K iq4_nl iq4_xs}; do
 	m="$TMP/llama3.2-1b-$ty.gguf"
 	[ -f "$m" ] || tools/mkmodel -s llama3.2-1b -t "$ty" -o "$m" || exit 1
 	for isa in $best avx2; do
-		case $isa in avx2) R="$ref2/llama-bench" ;; *) R="$SHARED/llama-bench" ;; esac
+		case $isa in avx2) R=$ref2 ;; *) R="$SHARED/llama-bench" ;; esac
 		case $best in avx*|amx) ;; *) [ $isa = avx2 ] && continue ;; esac
 		: >"$TMP/ws"
 		for r in $(seq "$ROUNDS"); do
