@@ -71,6 +71,7 @@ print_stats(const struct decode *d, const struct one *o)
 		json_int(&j, "kv_shared_bytes", (long long)kv_shared_bytes(kv));
 		json_int(&j, "rss_anon_bytes", (long long)rss_anon_bytes());
 		json_num(&j, "kv_grow_ms", kv->grow_seconds * 1e3);
+		json_int(&j, "kv_moved_bytes", (long long)kv->moved_bytes);
 		json_num(&j, "grammar_ms", d->b.mask_seconds * 1e3);
 		json_int(&j, "kv_capacity", kv->cap);
 		json_int(&j, "max_ctx", kv->max_ctx);

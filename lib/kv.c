@@ -258,8 +258,10 @@ relayout(struct kv *kv, int which, int newcap, size_t moved)
 		n = units(kv, which, layer_cap(kv, l, kv->cap));
 		if (moved < n)
 			n = moved;
-		if (to[l] != from[l] && n > u0)
+		if (to[l] != from[l] && n > u0) {
 			move_up(base + (to[l] + u0) * unit, base + (from[l] + u0) * unit, (n - u0) * unit);
+			kv->moved_bytes += (n - u0) * unit;
+		}
 	}
 	memcpy(from, to, ((size_t)kv->n_layers + 1) * sizeof *to);
 	free(to);
@@ -508,6 +510,12 @@ kv_grow_to(struct kv *kv, int npos)
 	kv->cap = cap;
 	kv->grow_seconds += now_seconds() - t0;
 	return 0;
+}
+
+int
+kv_reserve(struct kv *kv, int n)
+{
+	return kv_grow_to(kv, n < kv->max_ctx ? n : kv->max_ctx);
 }
 
 /* ---- writing ---- */

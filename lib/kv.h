@@ -77,7 +77,9 @@ struct kv_win {
  * the store's type.  Grouped keys take a group of KV_GROUP positions as
  * their unit: offset = ((layer * groups) + g) * group bytes, groups =
  * cap rounded up to KV_GROUP.  cap starts at 64 (or max_ctx if smaller)
- * and doubles when a write needs a position past it, never above max_ctx.
+ * and doubles when a write needs a position past it, never above max_ctx;
+ * or, where a run knows how far it goes, once before it starts
+ * (kv_reserve), to the capacity the doubling would reach.
  * A layer with a window holds at most its slots: with sliding layers,
  * layer l starts after the min(cap, slots) positions of each layer
  * before it (kv->base), which is layer * cap when no layer's window is
@@ -94,6 +96,7 @@ struct kv {
 	float *k, *v;		/* the stores; each reserves max_ctx positions of address space */
 	size_t k_reserved, v_reserved;
 	double grow_seconds;	/* time spent growing, for the run stats */
+	size_t moved_bytes;	/* bytes of rows the growths moved, for the run stats */
 	int prealloc;		/* every slot committed up front (--kv-prealloc) */
 
 	int k_type, v_type;
@@ -218,6 +221,13 @@ int kv_put_v(struct kv *kv, int layer, int pos, int n, const float *rows, size_t
 void kv_row(const struct kv *kv, int layer, int which, int pos, float *out);
 /* Grow ahead to n positions and mark them filled. */
 int kv_set_seq_len(struct kv *kv, int n);
+/*
+ * Grow now to the capacity the doubling would reach for n positions
+ * (never past max_ctx), so that no rows move as they come: a growth
+ * moves each layer's rows (the time, and as many page faults again).
+ * The pages still come as rows are written.  0 or -1 (llm_err()).
+ */
+int kv_reserve(struct kv *kv, int n);
 /* Forget the contents; the capacity stays. */
 void kv_clear(struct kv *kv);
 /* Bytes one position takes in K and V, all layers (grouped keys: a group's / KV_GROUP). */

@@ -38,6 +38,23 @@ grow_on_demand_and_prealloc_give_identical_ids() {
 		grep -q '"kv_bytes":230400,.*"kv_capacity":300' || fail "prealloc of --ctx 300"
 }
 
+# A run whose end is known (its prompt and -n within the context) grows
+# once before its first pass, to the capacity the doubling would reach:
+# no rows move, and only the pages written are resident.  One whose end
+# is past the context grows as it goes, moving rows.
+a_known_run_grows_once() {
+	m=$(tiny q8_0)
+	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 300 --stats-json >"$TMP/a" 2>"$TMP/a.js" || fail "exit $?"
+	# resident: 301 positions of 3 layers x 128 bytes x 2 (K, V), in whole pages, not 512
+	json_assert "$TMP/a.js" "d['kv_capacity'] == 512 and d['kv_moved_bytes'] == 0 and \
+	    231168 <= d['kv_resident_bytes'] <= 231168 + 6 * 4096 and d['generated_tokens'] == 300"
+	echo 1 | "$D" -m "$m" --greedy --ignore-eos -n 300 --ctx 200 --stats-json >"$TMP/b" 2>"$TMP/b.err"
+	[ $? -eq 1 ] || fail "past the context: not exit 1"
+	head -n 1 "$TMP/b.err" >"$TMP/b.js"
+	json_assert "$TMP/b.js" "d['kv_capacity'] == 200 and d['kv_moved_bytes'] > 0"
+	head -n 200 "$TMP/a" | cmp -s - "$TMP/b" || fail "the ids differ: $(wc -l <"$TMP/b")"
+}
+
 context_overflow_exits_nonzero_after_emitting_tokens() {
 	m=$(tiny f32)
 	# 5 prompt tokens fill positions 0-4; each further token needs a position,
@@ -146,7 +163,7 @@ stats_json_is_one_line_with_the_keys() {
 	echo "1 2 3" | "$D" -m "$(tiny q8_0)" -n 4 --ignore-eos --stats-json >/dev/null 2>"$TMP/err" || fail "exit $?"
 	[ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$(cat "$TMP/err")"
 	for k in prompt_tokens generated_tokens ttft_ms prefill_tok_s decode_tok_s \
-	    kv_bytes kv_resident_bytes kv_grow_ms kv_capacity max_ctx peak_rss_bytes; do
+	    kv_bytes kv_resident_bytes kv_grow_ms kv_moved_bytes kv_capacity max_ctx peak_rss_bytes; do
 		grep -q "\"$k\":[0-9]" "$TMP/err" || fail "no $k: $(cat "$TMP/err")"
 	done
 	grep -q '"prompt_tokens":3,"generated_tokens":4,' "$TMP/err" || fail "$(cat "$TMP/err")"
@@ -287,6 +304,7 @@ resume_takes_the_snapshots_cache() {
 
 t stories260K_reproduces_reference_ids
 t grow_on_demand_and_prealloc_give_identical_ids
+t a_known_run_grows_once
 t context_overflow_exits_nonzero_after_emitting_tokens
 t prompt_longer_than_context_is_refused
 t bad_token_ids_are_named_with_position
