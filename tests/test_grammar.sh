@@ -71,7 +71,6 @@ grammar_runs_are_reproducible() {
 	cmp -s "$TMP/c" "$TMP/d" && [ -s "$TMP/c" ] || fail "--grammar-file and --grammar differ"
 }
 
-# Bad grammars: exit 2, one line naming the place, before any token.
 # --stats-json's grammar_ms: the grammar's time, above 0 under one (and
 # less than the whole run's), 0 without.
 stats_say_the_grammars_time() {
@@ -88,6 +87,7 @@ sys.exit(not (0 < w["grammar_ms"] < run_ms and o["grammar_ms"] == 0))
 EOF
 }
 
+# Bad grammars: exit 2, one line naming the place, before any token.
 bad_grammars_are_usage_errors() {
 	m=$(tiny f32)
 	while IFS='	' read -r g want; do

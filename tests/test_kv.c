@@ -179,7 +179,7 @@ reset_peak_rss(void)
 #endif
 #endif
 #ifndef SHADOW
-#define SHADOW(bytes) ((size_t)0 * (bytes))
+#define SHADOW(bytes) ((size_t)0)
 #endif
 
 /*
