@@ -668,6 +668,28 @@ bad_append(const struct kv *kv, int layer, int pos, int n)
 	return 1;
 }
 
+/*
+ * Map the pages of rows about to be written, [a, a + n), in one call
+ * where the system has one (Linux 5.14's MADV_POPULATE_WRITE): a prompt's
+ * rows fault a page at a time otherwise, each fault a trip through the
+ * kernel (about 6 us in a virtual machine; a batch of 16 prompts ran 1.08x
+ * with them mapped at once).  They are the pages the write makes resident
+ * anyway, so the resident memory is the same.  Elsewhere, or if the call
+ * fails, they come as they are written.
+ */
+static void
+populate(char *a, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t lo = (uintptr_t)a / page_size * page_size, hi = round_up((uintptr_t)a + n, page_size);
+
+	if (hi - lo > page_size)
+		(void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+#else
+	(void)a, (void)n;
+#endif
+}
+
 float *
 kv_append_rows(struct kv *kv, int layer, int which, int pos, int n)
 {
@@ -676,7 +698,10 @@ kv_append_rows(struct kv *kv, int layer, int which, int pos, int n)
 	if (in_place(kv, which, layer, pos, n)) {
 		if (kv_grow_to(kv, pos + n) < 0)
 			return NULL;
-		return (float *)kv_unit(kv, layer, which, kv_slot(kv, layer, pos));
+		char *rows = (char *)kv_unit(kv, layer, which, kv_slot(kv, layer, pos));
+		if (n > 1)
+			populate(rows, (size_t)n * unit_bytes(kv, which));
+		return (float *)rows;
 	}
 	if (n > kv->staged_cap) {
 		for (int w = KV_K; w <= KV_V; w++) {
