@@ -792,9 +792,16 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 {
 	int s = kv_slot(kv, layer, pos);
 
+	/*
+	 * A group is in the store once this layer's rows have completed it
+	 * (put), whatever the later layers have: kv->groups counts the last
+	 * layer's, which within a pass lag the earlier layers' (the sinks a
+	 * query past the window scores again, attention_window, were read
+	 * from the ring's rows instead, in a batch and not token by token).
+	 */
 	if (!grouped(kv, KV_K))
 		kv_decode_span(kv->k_type, kv_unit(kv, layer, KV_K, s), c0, n, out);
-	else if (pos < kv->groups * KV_GROUP)
+	else if (pos / KV_GROUP < kv->ring_end[layer] / KV_GROUP)
 		kv_decode_group(kv->k_type, kv_unit(kv, layer, KV_K, s / KV_GROUP), s % KV_GROUP, c0, n,
 		    out);
 	else

@@ -1098,6 +1098,55 @@ window_cache(const struct model *mm, struct kv *kv, int t, int max_ctx, int S, i
 }
 
 /*
+ * A window with sinks on every layer (a Llama, where gemma3's fixtures
+ * hold one global layer, the last): a batch that evicts its first
+ * positions scores the sinks again from the groups, as a token alone
+ * does, on the first layers too, whose groups are complete before the
+ * last layer's (kv_key read them from the ring's rows in a batch).
+ */
+static void
+window_sinks_batched_equal_token_by_token_on_every_layer(void)
+{
+	enum { N = 165, CTX = 128 };
+	static const int chunks[] = { 70, 128, N };
+	struct model mm;
+	struct kv one, b;
+	float *want, *got = NULL;
+	int ids[N], err, i, t;
+
+	CHECK(model_load(&mm, tiny_model(GGML_F32)) == 0, "%s", llm_err());
+	size_t V = (size_t)mm.c.vocab_size;
+	want = xmalloc(V * sizeof *want);
+	for (i = 0; i < N; i++)
+		ids[i] = (i * 37 + 11) % mm.c.vocab_size;
+	for (t = -1; t < N_KV_TYPES; t++) {
+		CHECK(window_cache(&mm, &one, t, CTX, 4, 64) == 0, "%s", llm_err());
+		for (i = 0; i < N; i++) {
+			fwd(&mm, &one, &ids[i], 1, i, i == N - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
+			CHECK(!err, "%s", llm_err());
+		}
+		memcpy(want, fwd_last, V * sizeof *want);
+		for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+			CHECK(window_cache(&mm, &b, t, CTX, 4, 64) == 0, "%s", llm_err());
+			for (i = 0; i < N; i += chunks[c]) {
+				int m = N - i < chunks[c] ? N - i : chunks[c];
+				got = fwd(&mm, &b, ids + i, m, i, i + m == N ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL,
+				    &err);
+				CHECK(!err, "%s", llm_err());
+			}
+			CHECK(got && memcmp(got, want, V * sizeof *want) == 0 && same_cache(&one, &b, N),
+			    "k %s v %s: chunks of %d differ from one token at a time",
+			    kv_type_name(t < 0 ? KV_F32 : kv_types[t][0]), kv_type_name(t < 0 ? KV_F32 : kv_types[t][1]),
+			    chunks[c]);
+			kv_free(&b);
+		}
+		kv_free(&one);
+	}
+	free(want);
+	model_free(&mm);
+}
+
+/*
  * Every token's logits of a windowed run, far past max_ctx, against the
  * double-precision StreamingLLM reference: with sinks and without, one
  * token at a time and in batches, which wrap the ring.
@@ -1783,6 +1832,7 @@ main(void)
 	TEST(rope_scaling_is_read_and_fingerprinted);
 	TEST(gemma3_matches_the_reference);
 	TEST(gemma3_cache_types_batched_equals_token_by_token);
+	TEST(window_sinks_batched_equal_token_by_token_on_every_layer);
 	TEST(gemma3_cache_keeps_what_the_layers_attend_to);
 	TEST(argmax_is_the_first_largest);
 	TEST(sampling_controls_do_what_llama_cpp_does);
