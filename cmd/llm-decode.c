@@ -415,7 +415,7 @@ parse_args(int argc, char *argv[], struct opts *o)
 			o->n_set = 1;
 			break;
 		case 't': o->threads = (int)opt_int("-t", optarg, 1, 256); break;
-		case 'P': o->parallel = (int)opt_int("-P", optarg, 1, MODEL_BATCH); break;
+		case 'P': o->parallel = (int)opt_int("-P", optarg, 1, BATCH_LIVE_MAX); break;
 		case O_CTX: o->co.ctx = (int)opt_int("--ctx", optarg, 1, KV_MAX_CTX); break;
 		case O_STOP:
 			if (!*optarg)

@@ -14,7 +14,7 @@ batch_init(struct batch *b, struct model_run *run, int max_live)
 	memset(b, 0, sizeof *b);
 	b->run = run;
 	b->end_id = -1;
-	b->max_live = max_live < 1 ? 1 : max_live > MODEL_BATCH ? MODEL_BATCH : max_live;
+	b->max_live = max_live < 1 ? 1 : max_live > BATCH_LIVE_MAX ? BATCH_LIVE_MAX : max_live;
 	b->live = xcalloc((size_t)b->max_live, sizeof *b->live);
 }
 
@@ -272,10 +272,10 @@ batch_step(struct batch *b)
 	struct model_seq seqs[MODEL_BATCH];
 	struct batch_seq *who[MODEL_BATCH];
 	size_t V = (size_t)b->run->m->c.vocab_size;
-	int ns = 0, budget = MODEL_BATCH, rows = 0, i, j, k;
+	int ns = 0, budget = b->score ? BATCH_SCORE_MAX : MODEL_BATCH, rows = 0, i, j, k;
 
 	if (!b->out)
-		b->out = xmalloc((b->score ? MODEL_BATCH : (size_t)b->max_live) * V * sizeof *b->out);
+		b->out = xmalloc((b->score ? BATCH_SCORE_MAX : (size_t)b->max_live) * V * sizeof *b->out);
 	/* the generating ones a token each, then pieces of prompts as far as the batch goes */
 	for (k = 0; k < 2; k++)
 		for (i = 0; i < b->n_live && budget > 0; i++) {

@@ -76,7 +76,19 @@ struct batch {
 	double mask_seconds;	/* time in the grammar: its masks, and its state on past each token */
 };
 
-/* A batch of at most max_live (1 to MODEL_BATCH) sequences at once. */
+/*
+ * At most this many sequences at once (llm-decode -P): each keeps a row of
+ * logits and a cache of its own.
+ */
+#define BATCH_LIVE_MAX 128
+
+/*
+ * A scoring pass keeps every token's logits, the vocabulary's floats each
+ * (128 x 49152 floats are 25 MB): it takes at most this many tokens.
+ */
+#define BATCH_SCORE_MAX 128
+
+/* A batch of at most max_live (1 to BATCH_LIVE_MAX) sequences at once. */
 void batch_init(struct batch *b, struct model_run *run, int max_live);
 void batch_free(struct batch *b);
 

@@ -646,7 +646,7 @@ batched_prefill_on(uint32_t type, int isa)
 		fwd(&mm, &a, &ids[i], 1, i, i == N - 1 ? MODEL_OUT_LAST : MODEL_OUT_NONE, NULL, &err);
 	memcpy(one, fwd_last, mm.c.vocab_size * sizeof *one);
 	set_pool(three);
-	/* chunks of several sizes, crossing the MODEL_BATCH boundary */
+	/* chunks of several sizes (a_prompt_past_a_batch_equals_its_pieces: past MODEL_BATCH) */
 	for (n = 1; n <= N; n = n * 3 + 1) {
 		kv_init(&b, mm.c.n_layers, mm.c.kv_dim, 512, 0);
 		for (i = 0; i < N; i += n) {
@@ -669,6 +669,46 @@ batched_prefill_on(uint32_t type, int isa)
 	kv_free(&a);
 	free(one);
 	model_free(&mm);
+}
+
+/*
+ * A prompt longer than a pass (MODEL_BATCH), which model_forward splits,
+ * gives every position's logits as pieces of 100 tokens give them.
+ */
+static void
+a_prompt_past_a_batch_equals_its_pieces(void)
+{
+	enum { N = MODEL_BATCH + 88, PIECE = 100 };
+	static const uint32_t types[] = { GGML_F32, GGML_Q8_0, GGML_Q4_K };
+	struct pool *two = pool_create(2);
+	struct model mm;
+	struct kv a, b;
+	int ids[N], err, i;
+
+	set_pool(two);
+	for (size_t ty = 0; ty < sizeof types / sizeof *types; ty++) {
+		CHECK(model_load(&mm, tiny_model(types[ty])) == 0, "%s", llm_err());
+		size_t V = (size_t)mm.c.vocab_size;
+		float *whole = xmalloc(N * V * sizeof *whole), *pieces = xmalloc(N * V * sizeof *pieces);
+		for (i = 0; i < N; i++)
+			ids[i] = (i * 37 + 11) % mm.c.vocab_size;
+		kv_init(&a, mm.c.n_layers, mm.c.kv_dim, N, 0);
+		kv_init(&b, mm.c.n_layers, mm.c.kv_dim, N, 0);
+		fwd(&mm, &a, ids, N, 0, MODEL_OUT_ALL, whole, &err);
+		CHECK(!err, "%s", llm_err());
+		for (i = 0; i < N && !err; i += PIECE)
+			fwd(&mm, &b, ids + i, N - i < PIECE ? N - i : PIECE, i, MODEL_OUT_ALL, pieces + i * V, &err);
+		CHECK(!err, "%s", llm_err());
+		for (i = 0; i < N; i++)
+			CHECK(memcmp(whole + i * V, pieces + i * V, V * sizeof *whole) == 0,
+			    "%s: position %d of a %d-token prompt differs from its pieces'", gguf_type_name(types[ty]),
+			    i, N);
+		kv_free(&a), kv_free(&b);
+		free(whole), free(pieces);
+		model_free(&mm);
+	}
+	set_pool(NULL);
+	pool_destroy(two);
 }
 
 /* On every instruction set the processor has, AVX2's integer rule among them. */
@@ -1809,6 +1849,7 @@ main(void)
 	TEST(batched_prefill_equals_token_by_token_f16);
 	TEST(batched_prefill_equals_token_by_token_bf16);
 	TEST(batched_prefill_equals_token_by_token_q8_0);
+	TEST(a_prompt_past_a_batch_equals_its_pieces);
 	TEST(batched_prefill_equals_token_by_token_q4_0);
 	TEST(batched_prefill_equals_token_by_token_q5_0);
 	TEST(batched_prefill_equals_token_by_token_q4_K);
