@@ -793,11 +793,11 @@ kv_key(const struct kv *kv, int layer, int pos, int c0, int n, float *out)
 	int s = kv_slot(kv, layer, pos);
 
 	/*
-	 * A group is in the store once this layer's rows have completed it
-	 * (put), whatever the later layers have: kv->groups counts the last
-	 * layer's, which within a pass lag the earlier layers' (the sinks a
-	 * query past the window scores again, attention_window, were read
-	 * from the ring's rows instead, in a batch and not token by token).
+	 * A key is in its group once this layer's rows have completed the
+	 * group (ring_end), not the last layer's (kv->groups): within a pass
+	 * the earlier layers are ahead of the last, and a batch read the
+	 * sinks that attention_window scores again from the ring, where a
+	 * token alone read them from their group.
 	 */
 	if (!grouped(kv, KV_K))
 		kv_decode_span(kv->k_type, kv_unit(kv, layer, KV_K, s), c0, n, out);
