@@ -6,6 +6,14 @@ TMP="${LLM_TEST_TMP:-$PWD/tests/tmp}/$(basename "$0" .sh)"
 SHARED="${LLM_SHARED:-$PWD/../shared}"
 mkdir -p "$TMP"
 
+# python3 is the interpreter itself, found once: a version manager's shim
+# (pyenv's) takes a third of a second a call, and the tests make hundreds.
+if [ -z "${LLM_PYTHON:-}" ] && command -v python3 >/dev/null 2>&1; then
+	LLM_PYTHON=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || LLM_PYTHON=
+	export LLM_PYTHON
+fi
+[ -n "${LLM_PYTHON:-}" ] && [ -x "$LLM_PYTHON" ] && python3() { "$LLM_PYTHON" "$@"; }
+
 # t NAME: run function NAME in a subshell.  It passes if it returns 0,
 # skips if it calls skip, and fails if it returns anything else or if
 # any check called fail, even from a pipeline or a nested subshell:
