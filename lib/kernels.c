@@ -182,28 +182,47 @@ isum32(const int16_t *w, const int16_t *x)
 	return (int32_t)s;
 }
 
+/* The floats of scratch that a row's blocks take as quant_iblock gives them. */
+static size_t
+scalar_row_floats(int cols)
+{
+	return (size_t)cols / 2 + 3 * (size_t)(cols / 32);
+}
+
+/* scratch: scalar_row_floats(cols), where each row's blocks are read once for all T tokens. */
 static void
-scalar_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
-    const float *xr, int T, float *out, size_t ldo)
+scalar_gemm_rows(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo, float *scratch)
 {
 	int nb = cols / 32, r, t, b, h, nm = quant_has_min(type);
-	float *dx, *xsum, d, m[2], o, p;
+	float *dx, *xsum, o, p;
 	const int16_t *xq = kernels_rounded_parts(xr, T, cols, &dx, &xsum);
 	const float *xs = kernels_rounded_sums(xsum, T, cols, nm);
-	int16_t wq[32];
+	float *d = scratch, *m = d + nb;
+	int16_t *wq = (int16_t *)(m + 2 * nb);
 
 	for (r = r0; r < r1; r++) {
 		const char *row = (const char *)w + (size_t)r * row_bytes;
+		for (b = 0; b < nb; b++)
+			d[b] = quant_iblock(type, row, b, wq + 32 * b, m + 2 * b);
 		for (t = 0; t < T; t++) {
 			for (o = 0, p = 0, b = 0; b < nb; b++) {
-				d = quant_iblock(type, row, b, wq, m);
-				o = fmaf((float)isum32(wq, xq + (size_t)t * cols + 32 * b), d * dx[(size_t)t * nb + b], o);
+				o = fmaf((float)isum32(wq + 32 * b, xq + (size_t)t * cols + 32 * b),
+				    d[b] * dx[(size_t)t * nb + b], o);
 				for (h = 0; h < nm; h++)
-					p = fmaf(m[h], xs[(size_t)(b * nm + h) * T + t], p);
+					p = fmaf(m[2 * b + h], xs[(size_t)(b * nm + h) * T + t], p);
 			}
 			out[(size_t)t * ldo + r] = nm ? o + p : o;
 		}
 	}
+}
+
+static void
+scalar_gemm_rounded(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
+    const float *xr, int T, float *out, size_t ldo)
+{
+	scalar_gemm_rows(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo,
+	    kernels_scratch(scalar_row_floats(cols)));
 }
 
 static void
@@ -213,9 +232,10 @@ scalar_gemm(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int 
 	int r, t;
 
 	if (!is_float_type(type)) {
-		float *xr = kernels_scratch(kernels_rounded_floats(T, cols));
+		size_t n = kernels_rounded_floats(T, cols);
+		float *xr = kernels_scratch(n + scalar_row_floats(cols));
 		scalar_round(x, ldx, 0, T, T, cols, xr, quant_has_min(type));
-		scalar_gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
+		scalar_gemm_rows(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo, xr + n);
 		return;
 	}
 	float *row = kernels_scratch((size_t)cols);	/* freed when the thread ends */
