@@ -134,14 +134,15 @@ check-aarch64: $(MKMODEL)
 check-macos:
 	sh tests/macos.sh
 
-# The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer.
+# The whole suite built with AddressSanitizer and UndefinedBehaviorSanitizer,
+# two test programs at a time (tests/run.sh).
 # gcc, because clang with UBSan takes minutes on each SIMD kernel file.  The
 # objects are removed before and after, so a plain build never links them.
 SAN_CFLAGS = -std=c11 -O1 -g -Wall -Wextra -ffp-contract=off -fsanitize=address,undefined \
 	-fno-omit-frame-pointer -fno-sanitize-recover=all
 check-asan:
 	$(MAKE) clean
-	LLM_GOLDEN=skip $(MAKE) CC=gcc CFLAGS='$(SAN_CFLAGS)' LDFLAGS='-fsanitize=address,undefined' check; \
+	LLM_GOLDEN=skip LLM_TEST_JOBS=2 $(MAKE) CC=gcc CFLAGS='$(SAN_CFLAGS)' LDFLAGS='-fsanitize=address,undefined' check; \
 	status=$$?; $(MAKE) clean; exit $$status
 
 # Regenerate tests/ref/*.logp, llama.cpp's figures for the family tests, with

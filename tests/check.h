@@ -27,26 +27,48 @@ static char check_skip[1024];
 } while (0)
 
 /*
- * 1 if $LLM_TEST_SKIP (names separated by spaces or commas) names this
- * test: tests/cross.sh skips there what emulation makes minutes long.
+ * 1 if the list (names separated by spaces or commas) names the test: a
+ * name that ends in '*' names every test it begins.
+ */
+static inline int
+check_named(const char *list, const char *name)
+{
+	const char *p = list;
+	size_t n;
+
+	while (p && *p) {
+		p += strspn(p, " ,");
+		n = strcspn(p, " ,");
+		if (n && (p[n - 1] == '*' ? strncmp(p, name, n - 1) == 0 :
+		    strncmp(p, name, n) == 0 && name[n] == '\0'))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+/*
+ * Whether the test is left out: 1 if $LLM_TEST_SKIP names it (it says
+ * SKIP: tests/cross.sh skips so what emulation makes minutes long), 2 if
+ * $LLM_TEST_ONLY is set and does not name it (it says nothing: a few
+ * tests run alone, as when one is timed or debugged), else 0.
  */
 static inline int
 check_skipped(const char *name)
 {
-	const char *s = getenv("LLM_TEST_SKIP"), *p;
-	size_t n = strlen(name);
+	const char *only = getenv("LLM_TEST_ONLY");
 
-	for (p = s; p && (p = strstr(p, name)) != NULL; p += n)
-		if ((p == s || p[-1] == ' ' || p[-1] == ',') && (p[n] == '\0' || p[n] == ' ' || p[n] == ','))
-			return 1;
-	return 0;
+	if (check_named(getenv("LLM_TEST_SKIP"), name))
+		return 1;
+	return only && *only && !check_named(only, name) ? 2 : 0;
 }
 
 #define TEST(fn) do { \
 	check_failed = 0; \
 	check_skip[0] = '\0'; \
 	if (check_skipped(#fn)) { \
-		printf("SKIP: %s: LLM_TEST_SKIP names it\n", #fn); \
+		if (check_skipped(#fn) == 1) \
+			printf("SKIP: %s: LLM_TEST_SKIP names it\n", #fn); \
 		break; \
 	} \
 	fn(); \
