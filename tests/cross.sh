@@ -15,7 +15,8 @@
 # splits the work between the compilers, which run side by side: gcc on
 # max the C unit tests and the families', gcc on cortex-a53 the kernels'
 # test and the golden test, clang on max the kernels', the golden and
-# the families' tests.  There the golden test takes a part of its cases
+# the families' tests and test_model's three longest comparisons with
+# references (so that the chains take about as long).  There the golden test takes a part of its cases
 # (LLM_GOLDEN=quick), and LLM_TEST_SKIP names the one unit test that
 # emulation makes 7 minutes long.  Usage (make check-aarch64):
 #
@@ -24,7 +25,9 @@
 # LLM_CROSS_CC     the compilers, ";"-separated (default: those present of
 #                  aarch64-linux-gnu-gcc and clang --target=aarch64-linux-gnu)
 # LLM_CROSS_PLAN   lines of "COMPILER CPU TEST...", COMPILER the number of
-#                  one in LLM_CROSS_CC; "all" for TEST runs the whole suite
+#                  one in LLM_CROSS_CC; "all" for TEST runs the whole suite;
+#                  TEST:NAMES runs those of a C test's tests, TEST:-NAMES
+#                  the others (NAMES comma-separated, tests/check.h)
 # LLM_GOLDEN       quick by default here; "full" for every case
 # LLM_TEST_SKIP    C unit tests to skip (tests/check.h)
 #
@@ -33,9 +36,11 @@
 set -u
 ROOT=$PWD
 OUT=$ROOT/tests/tmp/cross
-PLAN=${LLM_CROSS_PLAN:-"1 max tests/test_quant tests/test_model tests/test_kv tests/test_gguf tests/test_tok tests/test_grammar tests/test_snapshot tests/test_families.sh
+# test_model's three longest comparisons with references run in clang's chain
+REFS=kv_types_stay_close_to_f32,gemma3_matches_the_reference,routed_ffn_matches_the_reference
+PLAN=${LLM_CROSS_PLAN:-"1 max tests/test_quant tests/test_model:-$REFS tests/test_kv tests/test_gguf tests/test_tok tests/test_grammar tests/test_snapshot tests/test_families.sh
 1 cortex-a53 tests/test_quant tests/test_golden.sh
-2 max tests/test_quant tests/test_golden.sh tests/test_families.sh"}
+2 max tests/test_quant tests/test_golden.sh tests/test_families.sh tests/test_model:$REFS"}
 GOLDEN=${LLM_GOLDEN:-quick}
 # 7 minutes emulated (1 s natively): the gemma3 cache types over every chunk size
 SKIP=${LLM_TEST_SKIP:-gemma3_cache_types_batched_equals_token_by_token}
@@ -102,11 +107,33 @@ chain() {
 		*) want=$isa ;;
 		esac
 		[ "$isa" = "$want" ] || { echo "FAIL: cross: -cpu $cpu chose $isa, not $want"; st=1; }
-		# shellcheck disable=SC2086
-		if [ "$list" = all ]; then set -- ; else set -- $list; fi
-		(cd "$OUT/cc$num" && LLM_QEMU_CPU=$cpu LLM_CROSS=aarch64 LLM_GOLDEN=$GOLDEN LLM_TEST_SKIP=$SKIP \
-			LLM_SHARED="${LLM_SHARED:-$ROOT/../shared}" sh tests/run.sh "$@" </dev/null) || st=1
+		# the plain tests in one run, then each with a part of its tests (TEST:NAMES, TEST:-NAMES)
+		plain=
+		for w in $list; do
+			case $w in *:*) ;; *) plain="$plain $w" ;; esac
+		done
+		if [ "$list" = all ]; then
+			tests_on "$num" "$cpu" "" "$SKIP" || st=1
+		elif [ -n "$plain" ]; then
+			# shellcheck disable=SC2086
+			tests_on "$num" "$cpu" "" "$SKIP" $plain || st=1
+		fi
+		for w in $list; do
+			case $w in
+			*:-*) tests_on "$num" "$cpu" "" "$SKIP,${w#*:-}" "${w%%:*}" || st=1 ;;
+			*:*) tests_on "$num" "$cpu" "${w#*:}" "$SKIP" "${w%%:*}" || st=1 ;;
+			esac
+		done
 	done; exit $st; }
+}
+
+# tests_on N CPU ONLY SKIP [TEST...]: build N's tests (all if none named) on qemu -cpu CPU,
+# LLM_TEST_ONLY and LLM_TEST_SKIP as given (tests/check.h); 1 if any failed
+tests_on() {
+	(num=$1 cpu=$2 only=$3 skip=$4
+	shift 4
+	cd "$OUT/cc$num" && LLM_QEMU_CPU=$cpu LLM_CROSS=aarch64 LLM_GOLDEN=$GOLDEN LLM_TEST_ONLY=$only \
+		LLM_TEST_SKIP=$skip LLM_SHARED="${LLM_SHARED:-$ROOT/../shared}" sh tests/run.sh "$@" </dev/null)
 }
 
 # The compilers' chains side by side (a qemu process keeps about one core busy), then their logs in turn.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make fuzz: build each fuzz target with clang's libFuzzer, ASan and UBSan,
-# and run it for $FUZZ_SECONDS (default 60).  Everything is built in
+# and run it for $FUZZ_SECONDS (default 60), two targets at a time.  Everything is built in
 # tests/fuzz/build, apart from the plain build.  UBSan is left off the two
 # SIMD kernel files: clang takes many minutes on them with it.
 #
@@ -44,24 +44,43 @@ for src in lib/*.c lib/simd/*.c cmd/tool.c tools/ggufw.c tools/fixture.c tests/f
 done | xargs -P 2 -I{} sh -c '{}' || exit 1
 objs=$(ls "$B"/obj/*.o)
 
-status=0
+# every target linked, then run two at a time (a fuzzer keeps one core busy)
 for t in $targets; do
 	$CLANG $CF -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-o "$B/fuzz-$t" "tests/fuzz/fuzz_$t.c" $objs -lpthread -lm || exit 1
 	mkdir -p "$B/corpus/$t"
+done
+
+# fuzz T: target T for $FUZZ_SECONDS, its output in $B/T.log and its status in $B/T.rc
+fuzz() {
 	regress=""
-	[ -d "tests/fuzz/regress/$t" ] && regress="tests/fuzz/regress/$t"
+	[ -d "tests/fuzz/regress/$1" ] && regress="tests/fuzz/regress/$1"
 	# the tokenizer's long regression inputs are replayed whole; mutants stay short, so it runs fast
 	len=""
-	[ "$t" = tok ] && len=-max_len=4096
-	echo "fuzz: $t for $FUZZ_SECONDS s"
-	"$B/fuzz-$t" $len -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
-		-print_final_stats=1 -artifact_prefix="$B/crash-$t-" \
-		"$B/corpus/$t" "$B/seeds/$t" $regress >"$B/$t.log" 2>&1
-	rc=$?
+	[ "$1" = tok ] && len=-max_len=4096
+	"$B/fuzz-$1" $len -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+		-print_final_stats=1 -artifact_prefix="$B/crash-$1-" \
+		"$B/corpus/$1" "$B/seeds/$1" $regress >"$B/$1.log" 2>&1
+	echo $? >"$B/$1.rc"
+}
+
+rm -f "$B"/*.rc
+set -- $targets
+while [ $# -gt 0 ]; do
+	echo "fuzz: $1${2:+ and $2} for $FUZZ_SECONDS s"
+	fuzz "$1" &
+	[ $# -gt 1 ] && fuzz "$2" &
+	wait
+	shift
+	[ $# -gt 0 ] && shift
+done
+
+status=0
+for t in $targets; do
+	rc=$(cat "$B/$t.rc")
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$B/$t.log")
 	cov=$(grep -o 'cov: [0-9]*' "$B/$t.log" | tail -n 1)
-	if [ $rc -eq 0 ]; then
+	if [ "$rc" -eq 0 ]; then
 		echo "fuzz: $t: ok, ${execs:-?} executions, $cov"
 	else
 		echo "fuzz: $t: FAILED (status $rc) after ${execs:-?} executions; see $B/$t.log"
