@@ -58,9 +58,9 @@ check_skipped(const char *name)
 {
 	const char *only = getenv("LLM_TEST_ONLY");
 
-	if (check_named(getenv("LLM_TEST_SKIP"), name))
-		return 1;
-	return only && *only && !check_named(only, name) ? 2 : 0;
+	if (only && *only && !check_named(only, name))
+		return 2;
+	return check_named(getenv("LLM_TEST_SKIP"), name);
 }
 
 #define TEST(fn) do { \

@@ -9,7 +9,8 @@
 #   - as the SHA-256 sums in tests/golden.sha256 say, one set of sums for
 #     every set (kernels.c's rules make the portable C the specification);
 #   - from a build by the other compiler (clang for a gcc build, gcc for
-#     clang's), where it is installed.
+#     clang's), where it is installed: its best set on every case, its
+#     portable set on a part of them (take).
 #
 #   sh tests/test_golden.sh            check (as make check runs it)
 #   sh tests/test_golden.sh record     rewrite the sums from the portable
