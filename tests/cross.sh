@@ -16,9 +16,9 @@
 # max the C unit tests and the families', gcc on cortex-a53 the kernels'
 # test and the golden test, clang on max the kernels', the golden and
 # the families' tests and test_model's three longest comparisons with
-# references (so that the chains take about as long).  There the golden test takes a part of its cases
-# (LLM_GOLDEN=quick), and LLM_TEST_SKIP names the one unit test that
-# emulation makes 7 minutes long.  Usage (make check-aarch64):
+# references (so that the chains take about as long).  There the golden
+# test takes a part of its cases (LLM_GOLDEN=quick), and LLM_TEST_SKIP
+# names the one unit test that emulation makes 7 minutes long.  Usage (make check-aarch64):
 #
 #   sh tests/cross.sh
 #
@@ -127,7 +127,7 @@ chain() {
 	done; exit $st; }
 }
 
-# tests_on N CPU ONLY SKIP [TEST...]: build N's tests (all if none named) on qemu -cpu CPU,
+# tests_on N CPU ONLY SKIP [TEST...]: run build N's tests (all if none named) on qemu -cpu CPU,
 # LLM_TEST_ONLY and LLM_TEST_SKIP as given (tests/check.h); 1 if any failed
 tests_on() {
 	(num=$1 cpu=$2 only=$3 skip=$4
