@@ -313,9 +313,10 @@ free_slots(struct lines *L)
 		if (!ln || ln->seq.state != SEQ_DONE)
 			continue;
 		if (ln->seq.failed) {
-			weprintf("stdin: line %ld: %s%s (%zu tokens generated)", ln->no,
+			weprintf("stdin: line %ld: %s%s (%zu tokens %s)", ln->no,
 			    ln->seq.failed == SEQ_FAIL_GRAMMAR ? "--grammar: " : "", ln->seq.err,
-			    ln->seq.gen.n);
+			    L->d->b.score ? (size_t)ln->seq.scored : ln->seq.gen.n,
+			    L->d->b.score ? "scored" : "generated");
 			L->failed = 1;
 		}
 		kv_clear(&L->kvs[i]);

@@ -241,6 +241,8 @@ run_one(struct decode *d, struct one *o, const int *ids, int n)
 			break;
 		}
 		if (batch_step(&d->b) < 0 || q->failed) {
+			if (d->b.score)	/* the tokens scored before it failed stay */
+				(void)write_scores(q, &shown);
 			end = seq_failed(d, q);
 			break;
 		}

@@ -136,8 +136,12 @@ take(struct batch *b, struct batch_seq *q, float *logits)
 	ids_push(&q->gen, next);
 	if (b->grammar) {	/* the mask allowed it: the state takes its piece, and may be at an end */
 		double t0 = now_seconds();
-		gmask_take(b->gm, &q->gs, next);
+		int alive = gmask_take(b->gm, &q->gs, next);
 		b->mask_seconds += now_seconds() - t0;
+		if (alive < 0) {	/* (a step too ambiguous: the token stays emitted) */
+			fail(q, SEQ_FAIL_GRAMMAR, "%s", llm_err());
+			return;
+		}
 	}
 	if (b->n_stops && stop_push(&q->stop, next)) {
 		q->stopped = 1;	/* the stop text's tokens are never ready (batch_seq_ready) */
@@ -232,10 +236,12 @@ mask_row(struct batch *b, struct batch_seq *q, float *row)
 
 	b->mask_seconds += now_seconds() - t0;
 
-	if (!any)
+	if (any < 0)
+		fail(q, SEQ_FAIL_GRAMMAR, "%s", llm_err());
+	else if (!any)
 		fail(q, SEQ_FAIL_GRAMMAR, "no token of the vocabulary can go on from the text "
 		    "generated (%d tokens)", (int)q->gen.n);
-	return any ? 0 : -1;
+	return any > 0 ? 0 : -1;
 }
 
 /*
@@ -249,15 +255,22 @@ score_masked(struct batch *b, struct batch_seq *q, float *row, int id, long at)
 	const struct model_config *c = &b->run->m->c;
 	int end[4] = { c->eos_id, c->eot_id, c->eom_id, b->end_id };
 	double lp = -INFINITY, t0 = now_seconds();
+	int over = 0;
 
+	if (q->failed)
+		return;
 	if (q->left < 0) {
-		gmask_apply(b->gm, &q->gs, end, 4, row);
-		if (!b->gm->allowed[id])
+		over = gmask_apply(b->gm, &q->gs, end, 4, row) < 0;
+		if (!over && !b->gm->allowed[id])
 			q->left = at;
 	}
-	if (q->left < 0)
-		gmask_take(b->gm, &q->gs, id);
+	if (q->left < 0 && !over)
+		over = gmask_take(b->gm, &q->gs, id) < 0;
 	b->mask_seconds += now_seconds() - t0;
+	if (over) {	/* a step too ambiguous: the tokens scored so far stay */
+		fail(q, SEQ_FAIL_GRAMMAR, "%s", llm_err());
+		return;
+	}
 	if (q->left < 0)
 		lp = log_prob(row, c->vocab_size, id);
 	q->nll -= lp;

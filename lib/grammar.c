@@ -11,6 +11,8 @@
 #define MAX_REPEAT 1000		/* {m,n}: a bound past this is refused, not expanded */
 #define MAX_DEPTH 4096		/* a stack this deep, or expansions nested so, the matcher refuses */
 #define MAX_ELEMS (1 << 22)	/* elements once repetitions are expanded */
+#define MAX_SEEN (1 << 14)	/* stacks one character's expansion may meet: past it, too ambiguous */
+#define AMBIGUOUS "the grammar is too ambiguous: a character of the text meets more than %d stacks"
 
 /* ---- building ---- */
 
@@ -700,13 +702,10 @@ stack_set(struct gstack *s, const int *v, int n)
 	s->n = n;
 }
 
-/* Add a copy of stack v[0..n) to the state (unless it has it, if dedup). */
+/* Add a copy of stack v[0..n) to the state. */
 static void
-put_stack(struct gstate *st, const int *v, int n, int dedup)
+put_stack(struct gstate *st, const int *v, int n)
 {
-	for (int i = 0; dedup && i < st->n; i++)
-		if (st->s[i].n == n && (n == 0 || memcmp(st->s[i].v, v, (size_t)n * sizeof *v) == 0))
-			return;
 	if (st->n == st->cap) {
 		st->cap = st->cap ? 2 * st->cap : 8;
 		st->s = xrealloc(st->s, (size_t)st->cap * sizeof *st->s);
@@ -715,38 +714,119 @@ put_stack(struct gstate *st, const int *v, int n, int dedup)
 	stack_set(&st->s[st->n++], v, n);
 }
 
+/*
+ * The stacks one expansion met (the start's, or one character's): a
+ * stack met again expands to what it did the first time, so it is
+ * expanded once.  That keeps an ambiguous grammar's expansion to the
+ * stacks it meets, not the paths to them: in (a? b?){1000}, every one of
+ * the thousand places a text can be read to end in meets the same few
+ * thousand stacks.  Each stack is its height, then its positions, in an
+ * arena; a table of slots indexes them by hash, a slot free unless its
+ * mark is the expansion's.
+ */
+struct gseen {
+	int *arena;
+	size_t n_arena, cap_arena;
+	uint64_t *hash;		/* by slot */
+	size_t *at;		/* by slot: the stack's place in the arena */
+	unsigned *mark;		/* by slot: in use by the expansion marked so */
+	size_t size;		/* slots: a power of two, at least twice n */
+	unsigned now;		/* the expansion's mark */
+	int n;
+};
+
 static void
-add_stack(struct gstate *st, const int *v, int n)
+seen_start(struct gseen *m)
 {
-	put_stack(st, v, n, 1);
+	m->n = 0, m->n_arena = 0;
+	if (++m->now == 0) {	/* (the marks wrapped: every slot free) */
+		memset(m->mark, 0, m->size * sizeof *m->mark);
+		m->now = 1;
+	}
 }
 
-/* The expansions of X{m,}'s rules under way, each rule with the height of the stack it started on */
-struct reps {
-	int rule, height;
-	const struct reps *up;
-};
+static void
+seen_free(struct gseen *m)
+{
+	if (m)
+		free(m->arena), free(m->hash), free(m->at), free(m->mark);
+	free(m);
+}
+
+/* The slots again, size of them (the arena holds every stack met). */
+static void
+seen_index(struct gseen *m, size_t size)
+{
+	free(m->hash), free(m->at), free(m->mark);
+	m->size = size;
+	m->hash = xmalloc(size * sizeof *m->hash);
+	m->at = xmalloc(size * sizeof *m->at);
+	m->mark = xcalloc(size, sizeof *m->mark);
+	m->now = 1;
+	for (size_t a = 0; a < m->n_arena; a += 1 + (size_t)m->arena[a]) {
+		uint64_t h = 1469598103934665603u;
+		for (size_t i = a; i <= a + (size_t)m->arena[a]; i++)
+			h = (h ^ (uint32_t)m->arena[i]) * 1099511628211u;
+		size_t k = (size_t)h & (size - 1);
+		while (m->mark[k] == m->now)
+			k = (k + 1) & (size - 1);
+		m->hash[k] = h, m->at[k] = a, m->mark[k] = m->now;
+	}
+}
+
+/* Whether stack v[0..n) is new to the expansion (then kept): 1, 0 if met, -1 if MAX_SEEN were. */
+static int
+seen_add(struct gseen *m, const int *v, int n)
+{
+	uint64_t h = (1469598103934665603u ^ (uint32_t)n) * 1099511628211u;
+	size_t k;
+
+	for (int i = 0; i < n; i++)
+		h = (h ^ (uint32_t)v[i]) * 1099511628211u;
+	for (k = (size_t)h & (m->size - 1); m->size && m->mark[k] == m->now; k = (k + 1) & (m->size - 1))
+		if (m->hash[k] == h && m->arena[m->at[k]] == n &&
+		    (n == 0 || memcmp(m->arena + m->at[k] + 1, v, (size_t)n * sizeof *v) == 0))
+			return 0;
+	if (m->n == MAX_SEEN)
+		return -1;
+	if (m->n_arena + 1 + (size_t)n > m->cap_arena) {
+		m->cap_arena = 2 * (m->n_arena + 1 + (size_t)n);
+		m->arena = xrealloc(m->arena, m->cap_arena * sizeof *m->arena);
+	}
+	m->arena[m->n_arena] = n;
+	if (n)
+		memcpy(m->arena + m->n_arena + 1, v, (size_t)n * sizeof *v);
+	m->n_arena += 1 + (size_t)n;
+	if (2 * (size_t)++m->n > m->size)
+		seen_index(m, m->size ? 2 * m->size : 64);	/* (indexes the new stack too) */
+	else
+		m->hash[k] = h, m->at[k] = m->n_arena - 1 - (size_t)n, m->mark[k] = m->now;
+	return 1;
+}
 
 /*
  * Expand a stack until a character is on top (or it is empty: a whole
  * sentence), into out: finished alternatives are popped, a reference on
  * top becomes its rule's alternatives, one stack each.  The stack is the
- * caller's scratch, left as it came.  -1 if it grows past MAX_DEPTH.
- * X{m,}'s R ::= X R | empty, back at its own end with the stack as high
- * as when R began (X gave nothing), has the very stack it began with:
- * that path adds nothing and stops (reps: the Rs under way).
+ * caller's scratch, left as it came.  A stack the expansion met already
+ * (seen) adds nothing: so X{m,}'s R ::= X R | empty, back at its own end
+ * with nothing taken, stops.  -1 if the stack grows past MAX_DEPTH, -2
+ * if the expansion meets more than MAX_SEEN stacks.
  */
 static int
-expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth, const struct reps *reps)
+expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth, struct gseen *seen)
 {
 	int top, saved, status = 0;
 
-	if (s->n == 0) {
-		add_stack(out, NULL, 0);
-		return 0;
-	}
 	if (s->n > MAX_DEPTH || depth > MAX_DEPTH)
 		return -1;
+	if ((status = seen_add(seen, s->v, s->n)) <= 0)
+		return status < 0 ? -2 : 0;
+	status = 0;
+	if (s->n == 0) {	/* (a stack met once is added once) */
+		put_stack(out, NULL, 0);
+		return 0;
+	}
 	if (s->n > out->peak)
 		out->peak = s->n;
 	top = s->v[s->n - 1];
@@ -754,12 +834,12 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth,
 	case G_END:
 	case G_ALT:
 		s->n--;
-		status = expand(g, s, out, depth + 1, reps);
+		status = expand(g, s, out, depth + 1, seen);
 		stack_push(s, top);
 		return status;
 	case G_CHAR:
 	case G_CHAR_NOT:
-		add_stack(out, s->v, s->n);
+		put_stack(out, s->v, s->n);
 		return 0;
 	}
 	/* a reference: what follows it, unless nothing does (a tail call), then the rule */
@@ -769,20 +849,16 @@ expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth,
 	else
 		s->v[s->n - 1] = next;
 	saved = s->n;
-	struct reps here = { rule, saved, reps };
-	for (const struct reps *up = reps; tail && g->rule_of[top] == rule && up; up = up->up)
-		if (up->rule == rule && up->height == saved)
-			status = 1;	/* R at its own end, the stack as it began */
-	for (int i = g->start[rule]; status == 0; i++) {
+	for (int i = g->start[rule]; status != -2; i++) {
 		if (i == g->start[rule] || g->e[i - 1].type == G_ALT) {
 			stack_push(s, i);
-			status = expand(g, s, out, depth + 1, g->chain[rule] < 0 ? &here : reps);
+			int st = expand(g, s, out, depth + 1, seen);
+			status = st < status ? st : status;
 			s->n = saved;
 		}
 		if (g->e[i].type == G_END)
 			break;
 	}
-	status = status < 0 ? status : 0;
 	if (tail)
 		stack_push(s, top);
 	else
@@ -794,25 +870,30 @@ int
 gstate_init(struct gstate *st, const struct grammar *g)
 {
 	struct gstack s = { 0 };
+	struct gseen seen = { 0 };
 	int status;
 
 	memset(st, 0, sizeof *st);
 	st->g = g;
 	/* root's alternatives, each a stack */
 	status = 0;
+	seen_start(&seen);
 	for (int i = g->start[g->root]; status == 0; i++) {
 		if (i == g->start[g->root] || g->e[i - 1].type == G_ALT) {
 			s.n = 0;
 			stack_push(&s, i);
-			status = expand(g, &s, st, 0, NULL);
+			status = expand(g, &s, st, 0, &seen);
 		}
 		if (g->e[i].type == G_END)
 			break;
 	}
 	free(s.v);
-	if (status < 0)
+	free(seen.arena), free(seen.hash), free(seen.at), free(seen.mark);
+	if (status == -1)
 		llm_seterr("the grammar nests deeper than %d", MAX_DEPTH);
-	return status;
+	else if (status < 0)
+		llm_seterr("the grammar is too ambiguous: its start meets more than %d stacks", MAX_SEEN);
+	return status < 0 ? -1 : 0;
 }
 
 void
@@ -821,6 +902,7 @@ gstate_free(struct gstate *st)
 	for (int i = 0; i < st->cap; i++)
 		free(st->s[i].v);
 	free(st->s);
+	seen_free(st->seen);
 	memset(st, 0, sizeof *st);
 }
 
@@ -830,7 +912,7 @@ gstate_copy(struct gstate *dst, const struct gstate *src)
 	dst->g = src->g;
 	dst->n = 0;
 	for (int i = 0; i < src->n; i++)	/* src's stacks are distinct already */
-		put_stack(dst, src->s[i].v, src->s[i].n, 0);
+		put_stack(dst, src->s[i].v, src->s[i].n);
 	dst->partial = src->partial, dst->need = src->need, dst->len = src->len;
 	dst->spm = src->spm, dst->strip = src->strip;
 }
@@ -863,25 +945,35 @@ matches(const struct grammar *g, const struct gelem *e, uint32_t lo, uint32_t hi
 	}
 }
 
-/* Advance every stack whose top matches code point c; 1 if any did.  tmp and s are scratch. */
+/*
+ * Advance every stack whose top matches code point c: 1 if any did, 0 if
+ * none, -1 if the grammar is too ambiguous there (MAX_SEEN).  tmp and s
+ * are scratch.
+ */
 static int
 advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratch)
 {
 	const struct grammar *g = st->g;
 	struct gstack s = *scratch;
+	int over = 0;
 
 	tmp->g = g;
 	tmp->n = 0;
-	for (int i = 0; i < st->n; i++) {
+	if (!tmp->seen)
+		tmp->seen = xcalloc(1, sizeof *tmp->seen);
+	seen_start(tmp->seen);
+	for (int i = 0; i < st->n && !over; i++) {
 		struct gstack *k = &st->s[i];
 		if (k->n == 0 || !matches(g, &g->e[k->v[k->n - 1]], c, c))
 			continue;
 		stack_set(&s, k->v, k->n);
 		s.v[s.n - 1]++;
 		/* a stack that would grow past MAX_DEPTH is dropped: that way is not taken */
-		expand(g, &s, tmp, 0, NULL);
+		over = expand(g, &s, tmp, 0, tmp->seen) == -2;
 	}
 	*scratch = s;
+	if (over)
+		return -1;
 	/* tmp becomes the state: swap the stacks */
 	struct gstack *sv = st->s;
 	int n = st->n, cap = st->cap;
@@ -907,13 +999,14 @@ accept_char(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *sc
 	return advance(st, c, tmp, scratch);
 }
 
+/* gstate_accept's answer (1, 0, or -1: too ambiguous), with tmp and scratch the caller's */
 static int
 accept_bytes(struct gstate *st, const char *text, size_t n, struct gstate *tmp, struct gstack *scratch)
 {
 	const unsigned char *p = (const unsigned char *)text;
 	int alive = 1;
 
-	for (size_t i = 0; i < n && alive; i++) {
+	for (size_t i = 0; i < n && alive == 1; i++) {
 		unsigned b = p[i];
 		if (st->need) {
 			if ((b & 0xc0) != 0x80) {
@@ -941,7 +1034,7 @@ accept_bytes(struct gstate *st, const char *text, size_t n, struct gstate *tmp, 
 		st->len = len;
 	}
 	/* a character begun: some stack must take one of the points it can still be */
-	if (alive && st->need) {
+	if (alive == 1 && st->need) {
 		uint32_t lo = st->partial << (6 * st->need), hi = lo | ((1u << (6 * st->need)) - 1);
 		if (lo < least[st->len])
 			lo = least[st->len];
@@ -980,6 +1073,8 @@ gstate_accept(struct gstate *st, const char *text, size_t n)
 
 	gstate_free(&tmp);
 	free(scratch.v);
+	if (alive < 0)
+		llm_seterr(AMBIGUOUS, MAX_SEEN);
 	return alive;
 }
 
@@ -1099,7 +1194,7 @@ load(const struct gsteps *d, int id, const struct grammar *g, struct gstate *out
 	out->spm = v[4] >> 1, out->strip = v[4] & 1;
 	v += 5;
 	for (int i = 0; i < n; i++) {
-		put_stack(out, v + 1, v[0], 0);
+		put_stack(out, v + 1, v[0]);
 		v += 1 + v[0];
 	}
 }
@@ -1126,7 +1221,10 @@ index_steps(struct gsteps *d, size_t size)
 	free(old);
 }
 
-/* State id on past byte b: the next state's id, or -1 if none; *peak raised to the step's highest stack. */
+/*
+ * State id on past byte b: the next state's id, -1 if none, -2 if the
+ * grammar is too ambiguous there; *peak raised to the step's highest stack.
+ */
 static int
 step(struct gmask *m, const struct grammar *g, int id, unsigned char b, int *peak)
 {
@@ -1146,7 +1244,8 @@ step(struct gmask *m, const struct grammar *g, int id, unsigned char b, int *pea
 	if (d->work_id != id)	/* (a walk mostly steps on from the state it just made) */
 		load(d, id, g, &d->work);
 	m->tmp.peak = 0;
-	int next = accept_bytes(&d->work, (const char *)&b, 1, &m->tmp, &m->scratch) ? intern(d, &d->work) : -1;
+	int alive = accept_bytes(&d->work, (const char *)&b, 1, &m->tmp, &m->scratch);
+	int next = alive > 0 ? intern(d, &d->work) : alive < 0 ? -2 : -1;
 	d->work_id = next;
 	d->step[at] = (struct gstep){ k, next, m->tmp.peak };
 	d->n_steps++;
@@ -1401,6 +1500,7 @@ walk(struct gmask *m, const struct gstate *st, int from, const int *pos, int n, 
 		dead = SIZE_MAX;
 		for (k = c; k < len; k++) {
 			if ((m->lv[k + 1] = step(m, st->g, m->lv[k], (unsigned char)t[k], &peak)) < 0) {
+				m->over |= m->lv[k + 1] == -2;	/* (that token is refused, and the mask fails) */
 				dead = k + 1;
 				dead_unsure = unsure && m->left[k];
 				break;
@@ -1468,20 +1568,31 @@ tops(struct gmask *m, const struct gstate *st)
 	m->top.g = st->g;
 	m->top.n = 0;
 	for (int i = 0; cut > 0 && i < st->n; i++)
-		put_stack(&m->top, st->s[i].v + cut, st->s[i].n - cut, 0);
+		put_stack(&m->top, st->s[i].v + cut, st->s[i].n - cut);
 	m->top.partial = st->partial, m->top.need = st->need, m->top.len = st->len;
 	m->top.spm = st->spm, m->top.strip = st->strip;
 	return cut;
 }
 
+/* A new entry for m->key (hash h) of the mask walk made in m->bits (bytes long); over: it met a step too ambiguous. */
+static struct gmask_entry *
+kept(struct gmask *m, uint64_t h, size_t bytes, int over)
+{
+	struct gmask_entry *e = keep(m, h, bytes);
+
+	e->over = over;
+	return e;
+}
+
 /*
  * The mask of class c's tokens for st (walk's bits), whose tops are in
- * m->top with cut frames cut: kept, or walked and kept.
+ * m->top with cut frames cut: kept, or walked and kept.  m->over is
+ * raised if a mask it is made of met a step too ambiguous.
  */
 static const unsigned char *
 lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 {
-	int from = m->from[c], n = m->from[c + 1] - from;
+	int from = m->from[c], n = m->from[c + 1] - from, over;
 	size_t bytes = ((size_t)n + 7) / 8;
 	struct gmask_entry *e;
 	uint64_t h;
@@ -1491,8 +1602,10 @@ lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 		if (!(e = find(m, h))) {
 			memset(m->bits, 0, bytes);
 			m->unsure.n = 0;
+			over = m->over, m->over = 0;
 			int peak = walk(m, &m->top, from, NULL, n, m->bits, &m->unsure);
-			e = keep(m, h, bytes);
+			e = kept(m, h, bytes, m->over);
+			m->over = over;
 			e->peak = peak;
 			/* a top that many tokens leave: not worth a list */
 			e->n_unsure = m->unsure.n <= n / 16 ? m->unsure.n : -1;
@@ -1501,24 +1614,34 @@ lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 				    (size_t)m->unsure.n * sizeof *e->unsure);
 		}
 		/* (a stack the context makes too high is dropped: the tops cannot say) */
-		if (e->n_unsure == 0 && e->peak + cut <= MAX_DEPTH)
+		if (e->n_unsure == 0 && e->peak + cut <= MAX_DEPTH) {
+			m->over |= e->over;
 			return e->mask;
+		}
 		if (e->n_unsure > 0 && e->peak + cut <= MAX_DEPTH) {	/* the rest, in context */
 			struct gmask_entry *top = e;
 			h = state_key(st, class_most[c], K_REST, &m->key);
-			if ((e = find(m, h)))
-				return e->mask;
-			memcpy(m->bits, top->mask, bytes);
-			walk(m, st, from, top->unsure, top->n_unsure, m->bits, NULL);
-			return keep(m, h, bytes)->mask;
+			if (!(e = find(m, h))) {
+				memcpy(m->bits, top->mask, bytes);
+				over = m->over, m->over = top->over;
+				walk(m, st, from, top->unsure, top->n_unsure, m->bits, NULL);
+				e = kept(m, h, bytes, m->over);
+				m->over = over;
+			}
+			m->over |= e->over;
+			return e->mask;
 		}
 	}
 	h = state_key(st, class_most[c], K_WHOLE, &m->key);
-	if ((e = find(m, h)))
-		return e->mask;
-	memset(m->bits, 0, bytes);
-	walk(m, st, from, NULL, n, m->bits, NULL);
-	return keep(m, h, bytes)->mask;
+	if (!(e = find(m, h))) {
+		memset(m->bits, 0, bytes);
+		over = m->over, m->over = 0;
+		walk(m, st, from, NULL, n, m->bits, NULL);
+		e = kept(m, h, bytes, m->over);
+		m->over = over;
+	}
+	m->over |= e->over;
+	return e->mask;
 }
 
 const unsigned char *
@@ -1528,6 +1651,7 @@ gmask_compute(struct gmask *m, const struct gstate *st, const int *end, int n_en
 	unsigned char *allowed = m->allowed;
 	int complete = gstate_complete(st), i, cut = tops(m, st);
 
+	m->over = 0;
 	memset(allowed, 0, (size_t)t->n_vocab);
 	/* class by class (a lookup may empty the cache: each mask is read at once) */
 	for (int c = 0; c < GMASK_CLASSES; c++) {
@@ -1549,6 +1673,10 @@ gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end,
 	const unsigned char *allowed = gmask_compute(m, st, end, n_end);
 	int n = 0;
 
+	if (m->over) {
+		llm_seterr(AMBIGUOUS, MAX_SEEN);
+		return -1;
+	}
 	for (int id = 0; id < m->t->n_vocab; id++) {
 		if (!allowed[id])
 			logits[id] = -INFINITY;
@@ -1560,7 +1688,11 @@ gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end,
 int
 gmask_take(struct gmask *m, struct gstate *st, int id)
 {
+	int alive;
+
 	if (id < 0 || id >= m->t->n_vocab || !m->text[id])
 		return 0;
-	return accept_bytes(st, m->text[id], m->len[id], &m->tmp, &m->scratch);
+	if ((alive = accept_bytes(st, m->text[id], m->len[id], &m->tmp, &m->scratch)) < 0)
+		llm_seterr(AMBIGUOUS, MAX_SEEN);
+	return alive;
 }

@@ -55,6 +55,8 @@ struct gstack {
 	int *v, n, cap;
 };
 
+struct gseen;
+
 struct gstate {
 	const struct grammar *g;
 	struct gstack *s;
@@ -65,6 +67,7 @@ struct gstate {
 	int spm;		/* SentencePiece text: U+2581 is a space */
 	int strip;		/* and the first character, if a space, is not the text's */
 	int peak;		/* the highest stack an expansion into this state met (the masks') */
+	struct gseen *seen;	/* the stacks an expansion into this state met (its own scratch) */
 };
 
 /* The state before any text. 0, or -1 (llm_err) if the grammar is too deep. */
@@ -82,7 +85,11 @@ void gstate_copy(struct gstate *dst, const struct gstate *src);
 /*
  * Take the bytes s[0..n) (UTF-8; a character may stop at the end and go
  * on in the next call): 1 if the text so far is still the start of a
- * sentence, with st advanced; 0 if not, and st is then undefined.
+ * sentence, with st advanced; 0 if not, and st is then undefined; -1
+ * (llm_err) if the grammar is too ambiguous to follow: a character whose
+ * readings meet more stacks than the matcher keeps (16384), as
+ * (a? b?){1000} does, where every count of the repetition can be where
+ * the text is.  st is then undefined too.
  */
 int gstate_accept(struct gstate *st, const char *s, size_t n);
 
@@ -119,6 +126,7 @@ struct gmask_entry {
 	int *unsure, n_unsure;	/* a top's: the tokens that leave it (positions in order);
 				 * -1: too many to be worth it, walk the whole state */
 	int peak;		/* a top's: the highest stack its walk met */
+	int over;		/* its walk met a step too ambiguous (gstate_accept's -1) */
 };
 
 /*
@@ -165,6 +173,7 @@ struct gmask {
 	struct gstack scratch, key, unsure;
 	struct gmask_entry *cache;
 	int n_cache;
+	int over;		/* a mask in the last gmask_compute met a step too ambiguous */
 	int *slot;		/* the cache's index by hash: 2 GMASK_CACHE slots, -1 free */
 	unsigned char *bits;	/* a class's mask, made before it is kept */
 	unsigned char *allowed;	/* the last mask, a byte a token */
@@ -177,13 +186,18 @@ void gmask_free(struct gmask *m);
  * The mask of st: allowed[id] = 1 if token id's piece keeps the text the
  * start of a sentence; the n_end ids in end (end of sequence, of turn)
  * only when the text is a whole sentence; control and unknown tokens,
- * and tokens with no piece, never.  m's own, until the next call.
+ * and tokens with no piece, never.  m's own, until the next call; m->over
+ * set if a token's step was too ambiguous to follow (gmask_apply's -1).
  */
 const unsigned char *gmask_compute(struct gmask *m, const struct gstate *st, const int *end,
     int n_end);
-/* The logits of the tokens st's mask refuses made -inf; how many it allows (0: none can follow). */
+/*
+ * The logits of the tokens st's mask refuses made -inf; how many it allows
+ * (0: none can follow), or -1 (llm_err) if a token's step was too
+ * ambiguous to follow (gstate_accept's -1): the mask cannot be trusted.
+ */
 int gmask_apply(struct gmask *m, const struct gstate *st, const int *end, int n_end, float *logits);
-/* st on past token id's piece (the one m keeps): gstate_accept's answer; 0 for a token with none. */
+/* st on past token id's piece (the one m keeps): gstate_accept's answer (-1 with llm_err); 0 for a token with none. */
 int gmask_take(struct gmask *m, struct gstate *st, int id);
 
 #endif

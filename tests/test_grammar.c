@@ -2,9 +2,12 @@
  * test_grammar: the matcher on strings, and the masks of the sorted walk
  * and its cache against each token tried alone.
  */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../lib/gguf.h"
 #include "../lib/grammar.h"
@@ -28,7 +31,8 @@ match(const char *gbnf, const char *s)
 		fprintf(stderr, "  %s: %s\n", gbnf, llm_err());
 		return -1;
 	}
-	r = gstate_accept(&st, s, strlen(s)) ? 1 + gstate_complete(&st) : 0;
+	r = gstate_accept(&st, s, strlen(s));
+	r = r < 0 ? -2 : r ? 1 + gstate_complete(&st) : 0;	/* -2: too ambiguous */
 	gstate_free(&st);
 	grammar_free(&g);
 	return r;
@@ -242,6 +246,94 @@ integer_bounds_are_exact(void)
 	free(gbnf);
 }
 
+/*
+ * An ambiguous grammar, whose text can be read many ways at once, costs
+ * the stacks its readings meet, not the ways to them: in
+ * "x" ("A"? "B"? "-"? [0-9]?){100} every count of the repetition can be
+ * where the text is, and walking every way took the matcher hours (a
+ * fuzzed schema's pattern found it).  They run in a child an alarm stops
+ * after 20 s (each takes milliseconds).  One that meets too many stacks
+ * at a character (more than 16384) is refused as too ambiguous, by
+ * gstate_accept and by the masks, never followed wrongly.
+ */
+static void
+ambiguous_grammars_are_followed_or_refused(void)
+{
+	static const struct { const char *g, *s; int want; } cases[] = {
+		{ "root ::= \"x\" (\"A\"? \"B\"? \"-\"? [0-9]?){100}", "xAB-12", 2 },
+		{ "root ::= \"x\" (\"A\"? \"B\"? \"-\"? [0-9]?){100}", "xAB-1x", 0 },
+		{ "root ::= \"x\" (\"A\"? \"B\"? \"-\"? [0-9]?){100} \"!\"", "xAAAAAAAAAAAAAAAAAAAA!", 2 },
+		{ "root ::= \"x\" ((\"a\"?){0,200}){0,200}", "xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 2 },
+		{ "root ::= \"x\" (((\"a\"?){0,10}){0,10}){0,10} \"b\"", "xaaaaaaaaaaaaaaaaaaaab", 2 },
+		{ "root ::= \"x\" (((\"a\"?){0,10}){0,10}){0,10} \"b\"", "xaaaaaaaaaaaaaaaaaaaaba", 0 },
+	};
+	const char *over = "root ::= \"x\" (((\"a\"?){0,15}){0,15}){0,15}";
+	const char *sch = "{\"type\":\"string\",\"pattern\":\"^(A?B?-?[0-9]?){100}$\"}";
+	char *gbnf;
+	int status;
+	pid_t pid;
+
+	if ((pid = fork()) == 0) {
+		alarm(20);
+		for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+			if (match(cases[k].g, cases[k].s) != cases[k].want)
+				_exit(10 + (int)k);
+		if (schema_to_gbnf(sch, strlen(sch), &gbnf) < 0 || match(gbnf, "\"AB-12\"") != 2)
+			_exit(9);
+		_exit(0);
+	}
+	CHECK(pid > 0, "fork");
+	if (pid < 0)
+		return;
+	waitpid(pid, &status, 0);
+	CHECK(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM), "the ambiguous grammars took more than 20 s");
+	CHECK(!WIFEXITED(status) || WEXITSTATUS(status) != 9, "%s: not matched", sch);
+	CHECK(!WIFEXITED(status) || WEXITSTATUS(status) < 10, "%s on %s: not %d",
+	    cases[WEXITSTATUS(status) - 10].g, cases[WEXITSTATUS(status) - 10].s, cases[WEXITSTATUS(status) - 10].want);
+	CHECK(WIFEXITED(status), "killed by signal %d", WTERMSIG(status));
+
+	/* too ambiguous: refused at the first a, by the matcher and by the masks after "x" */
+	CHECK(match(over, "x") == 2, "%s: x not taken", over);
+	CHECK(match(over, "xa") == -2 && strstr(llm_err(), "too ambiguous"), "%s: xa not refused (%s)", over,
+	    llm_err());
+
+	struct fixture f;
+	struct gguf gf;
+	struct tok t;
+	struct gmask gm;
+	struct grammar g;
+	struct gstate st;
+	int end[1];
+	float *logits;
+
+	fixture_tiny(&f, GGML_F32);
+	CHECK(fixture_write(&f, path) == 0, "write %s", path);
+	CHECK(gguf_open(&gf, path) == 0 && tok_load(&t, &gf) == 0, "%s", llm_err());
+	CHECK(grammar_parse(&g, over, strlen(over)) == 0, "%s", llm_err());
+	if (check_failed)
+		return;
+	end[0] = t.eos;
+	gmask_init(&gm, &t);
+	logits = xcalloc((size_t)t.n_vocab, sizeof *logits);
+	gstate_init(&st, &g);
+	gstate_for(&st, &t);
+	CHECK(gmask_apply(&gm, &st, end, 1, logits) > 0, "the start's mask: %s", llm_err());
+	CHECK(gstate_accept(&st, "x", 1) == 1, "x");
+	llm_seterr("none");
+	CHECK(gmask_apply(&gm, &st, end, 1, logits) == -1 && strstr(llm_err(), "too ambiguous"),
+	    "the mask after x: not refused (%s)", llm_err());
+	/* again, from the masks kept */
+	llm_seterr("none");
+	CHECK(gmask_apply(&gm, &st, end, 1, logits) == -1 && strstr(llm_err(), "too ambiguous"),
+	    "the kept mask after x: not refused (%s)", llm_err());
+	free(logits);
+	gstate_free(&st);
+	grammar_free(&g);
+	gmask_free(&gm);
+	tok_free(&t);
+	gguf_close(&gf);
+}
+
 int
 main(void)
 {
@@ -252,5 +344,6 @@ main(void)
 	TEST(strings_match_their_grammars);
 	TEST(masks_are_each_token_tried_alone);
 	TEST(integer_bounds_are_exact);
+	TEST(ambiguous_grammars_are_followed_or_refused);
 	CHECK_EXIT();
 }

@@ -101,6 +101,35 @@ sys.exit(not (0 < w["grammar_ms"] < run_ms and o["grammar_ms"] == 0))
 EOF
 }
 
+# A grammar too ambiguous to follow (after the x, every run of a's is read
+# in thousands of ways) fails at the a, exit 1, with one line saying so;
+# the x before it stays written, scored, or in its --lines line.
+too_ambiguous_grammars_fail_where_they_are() {
+	m=$(tiny f32)
+	g='root ::= "x" ((("a"?){0,15}){0,15}){0,15}'
+	msg='--grammar: the grammar is too ambiguous: a character of the text meets more than 16384 stacks'
+	echo 1 | "$D" -m "$m" --grammar "$g" -n 20 --seed 1 >"$TMP/out" 2>"$TMP/err"
+	rc=$?
+	[ $rc -eq 1 ] || fail "exit $rc: $(cat "$TMP/err")"
+	[ "$(cat "$TMP/err")" = "llm-decode: $msg" ] || fail "$(cat "$TMP/err")"
+	[ "$("$T" -m "$m" -d -n <"$TMP/out")" = x ] || fail "not x: $(cat "$TMP/out")"
+	# scored: the x's tokens, then the a fails
+	"$T" -m "$m" 'xaa' >"$TMP/ids"
+	nx=$(($("$T" -m "$m" 'x' | wc -l) - 1))
+	"$D" -m "$m" --score --grammar "$g" <"$TMP/ids" >"$TMP/out" 2>"$TMP/err"
+	rc=$?
+	[ $rc -eq 1 ] || fail "--score: exit $rc: $(cat "$TMP/err")"
+	[ "$(cat "$TMP/err")" = "llm-decode: $msg" ] || fail "--score: $(cat "$TMP/err")"
+	[ "$(wc -l <"$TMP/out")" -eq "$nx" ] && ! grep -q inf "$TMP/out" || fail "--score: $(cat "$TMP/out")"
+	# --lines: the x alone is a start; the xaa line fails, its x's tokens scored
+	{ echo 1; tr '\n' ' ' <"$TMP/ids"; echo; } | "$D" -m "$m" --score --lines --grammar "$g" >"$TMP/out" 2>"$TMP/err"
+	rc=$?
+	[ $rc -eq 1 ] || fail "--lines: exit $rc: $(cat "$TMP/err")"
+	[ "$(cat "$TMP/err")" = "llm-decode: stdin: line 2: $msg ($nx tokens scored)" ] || fail "--lines: $(cat "$TMP/err")"
+	[ "$(sed -n 1p "$TMP/out" | cut -d ' ' -f 4)" = start ] && [ "$(sed -n 2p "$TMP/out" | cut -d ' ' -f 2,4)" = "$nx" ] ||
+		fail "--lines: $(cat "$TMP/out")"
+}
+
 # Bad grammars: exit 2, one line naming the place, before any token.
 bad_grammars_are_usage_errors() {
 	m=$(tiny f32)
@@ -289,6 +318,7 @@ json_outputs_parse() {
 	[ $whole -gt 0 ] || fail "no output completed"
 }
 
+t too_ambiguous_grammars_fail_where_they_are
 t json_outputs_parse
 t lines_keep_their_own_grammar_state
 t resumed_runs_start_the_grammar_at_the_first_token

@@ -40,7 +40,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct gstate st;
 		if (gstate_init(&st, &gr) < 0)
 			break;
-		if (gstate_accept(&st, texts[i], strlen(texts[i])))
+		if (gstate_accept(&st, texts[i], strlen(texts[i])) > 0)
 			(void)gstate_complete(&st);
 		gstate_free(&st);
 	}
