@@ -9,7 +9,7 @@
 #include "util.h"
 
 #define MAX_REPEAT 1000		/* {m,n}: a bound past this is refused, not expanded */
-#define MAX_DEPTH 4096		/* a stack this deep, or expansions nested so, the matcher refuses */
+#define MAX_DEPTH 4096		/* a stack this deep the matcher refuses */
 #define MAX_ELEMS (1 << 22)	/* elements once repetitions are expanded */
 #define MAX_SEEN (1 << 14)	/* stacks one character's expansion may meet: past it, too ambiguous */
 #define AMBIGUOUS "the grammar is too ambiguous: a character of the text meets more than %d stacks"
@@ -733,6 +733,8 @@ struct gseen {
 	size_t size;		/* slots: a power of two, at least twice n */
 	unsigned now;		/* the expansion's mark */
 	int n;
+	int *work;		/* the stacks still to expand (expand's list) */
+	size_t n_work, cap_work;
 };
 
 static void
@@ -749,7 +751,7 @@ static void
 seen_free(struct gseen *m)
 {
 	if (m)
-		free(m->arena), free(m->hash), free(m->at), free(m->mark);
+		free(m->arena), free(m->hash), free(m->at), free(m->mark), free(m->work);
 	free(m);
 }
 
@@ -805,64 +807,88 @@ seen_add(struct gseen *m, const int *v, int n)
 }
 
 /*
- * Expand a stack until a character is on top (or it is empty: a whole
- * sentence), into out: finished alternatives are popped, a reference on
- * top becomes its rule's alternatives, one stack each.  The stack is the
- * caller's scratch, left as it came.  A stack the expansion met already
- * (seen) adds nothing: so X{m,}'s R ::= X R | empty, back at its own end
- * with nothing taken, stops.  -1 if the stack grows past MAX_DEPTH, -2
- * if the expansion meets more than MAX_SEEN stacks.
+ * Put stack v[0..n), and x on top of it if x >= 0, on the work list of
+ * stacks to expand: its positions, then its height.
+ */
+static void
+work_push(struct gseen *m, const int *v, int n, int x)
+{
+	int h = n + (x >= 0);
+
+	if (m->n_work + (size_t)h + 1 > m->cap_work) {
+		m->cap_work = 2 * (m->n_work + (size_t)h + 1);
+		m->work = xrealloc(m->work, m->cap_work * sizeof *m->work);
+	}
+	if (n)
+		memcpy(m->work + m->n_work, v, (size_t)n * sizeof *v);
+	m->n_work += (size_t)n;
+	if (x >= 0)
+		m->work[m->n_work++] = x;
+	m->work[m->n_work++] = h;
+}
+
+/*
+ * Expand the stacks on the work list until a character is on top of each
+ * (or it is empty: a whole sentence), into out: a finished alternative is
+ * popped, a reference on top becomes its rule's alternatives, a stack
+ * each.  The list is a stack itself, the alternatives put on it last
+ * first, so the stacks come out in the order a depth-first walk meets
+ * them; no recursion, so a grammar's nesting costs no C stack, and
+ * ("a"? "b"?){1000} is passed through whole.  A stack met already adds
+ * nothing: so X{m,}'s R ::= X R | empty, back at its own end with
+ * nothing taken, stops.  s is scratch.  0; -1 if a stack grew past
+ * MAX_DEPTH (that way is dropped); -2 if more than MAX_SEEN stacks were
+ * met (the list is then emptied).
  */
 static int
-expand(const struct grammar *g, struct gstack *s, struct gstate *out, int depth, struct gseen *seen)
+expand(const struct grammar *g, struct gstate *out, struct gseen *m, struct gstack *s)
 {
-	int top, saved, status = 0;
+	int status = 0;
 
-	if (s->n > MAX_DEPTH || depth > MAX_DEPTH)
-		return -1;
-	if ((status = seen_add(seen, s->v, s->n)) <= 0)
-		return status < 0 ? -2 : 0;
-	status = 0;
-	if (s->n == 0) {	/* (a stack met once is added once) */
-		put_stack(out, NULL, 0);
-		return 0;
-	}
-	if (s->n > out->peak)
-		out->peak = s->n;
-	top = s->v[s->n - 1];
-	switch (g->e[top].type) {
-	case G_END:
-	case G_ALT:
-		s->n--;
-		status = expand(g, s, out, depth + 1, seen);
-		stack_push(s, top);
-		return status;
-	case G_CHAR:
-	case G_CHAR_NOT:
-		put_stack(out, s->v, s->n);
-		return 0;
-	}
-	/* a reference: what follows it, unless nothing does (a tail call), then the rule */
-	int rule = g->e[top].a, next = top + 1, tail = g->e[next].type == G_END || g->e[next].type == G_ALT;
-	if (tail)
-		s->n--;
-	else
-		s->v[s->n - 1] = next;
-	saved = s->n;
-	for (int i = g->start[rule]; status != -2; i++) {
-		if (i == g->start[rule] || g->e[i - 1].type == G_ALT) {
-			stack_push(s, i);
-			int st = expand(g, s, out, depth + 1, seen);
-			status = st < status ? st : status;
-			s->n = saved;
+	while (m->n_work > 0) {
+		int h = m->work[--m->n_work], top, rule, next, last;
+		m->n_work -= (size_t)h;
+		stack_set(s, m->work + m->n_work, h);
+		if (h > MAX_DEPTH) {
+			status = -1;
+			continue;
 		}
-		if (g->e[i].type == G_END)
-			break;
+		int fresh = seen_add(m, s->v, h);
+		if (fresh < 0) {
+			m->n_work = 0;
+			return -2;
+		}
+		if (!fresh)
+			continue;
+		if (h == 0) {
+			put_stack(out, NULL, 0);
+			continue;
+		}
+		if (h > out->peak)
+			out->peak = h;
+		top = s->v[h - 1];
+		switch (g->e[top].type) {
+		case G_END:
+		case G_ALT:
+			work_push(m, s->v, h - 1, -1);
+			continue;
+		case G_CHAR:
+		case G_CHAR_NOT:
+			put_stack(out, s->v, h);
+			continue;
+		}
+		/* a reference: what follows it, unless nothing does (a tail call), then the rule */
+		rule = g->e[top].a, next = top + 1;
+		if (g->e[next].type == G_END || g->e[next].type == G_ALT)
+			s->n--;
+		else
+			s->v[h - 1] = next;
+		for (last = g->start[rule]; g->e[last].type != G_END; last++)
+			;
+		for (int i = last; i >= g->start[rule]; i--)
+			if (i == g->start[rule] || g->e[i - 1].type == G_ALT)
+				work_push(m, s->v, s->n, i);
 	}
-	if (tail)
-		stack_push(s, top);
-	else
-		s->v[s->n - 1] = top;
 	return status;
 }
 
@@ -871,24 +897,20 @@ gstate_init(struct gstate *st, const struct grammar *g)
 {
 	struct gstack s = { 0 };
 	struct gseen seen = { 0 };
-	int status;
+	int status, r = g->root, last;
 
 	memset(st, 0, sizeof *st);
 	st->g = g;
 	/* root's alternatives, each a stack */
-	status = 0;
 	seen_start(&seen);
-	for (int i = g->start[g->root]; status == 0; i++) {
-		if (i == g->start[g->root] || g->e[i - 1].type == G_ALT) {
-			s.n = 0;
-			stack_push(&s, i);
-			status = expand(g, &s, st, 0, &seen);
-		}
-		if (g->e[i].type == G_END)
-			break;
-	}
+	for (last = g->start[r]; g->e[last].type != G_END; last++)
+		;
+	for (int i = last; i >= g->start[r]; i--)
+		if (i == g->start[r] || g->e[i - 1].type == G_ALT)
+			work_push(&seen, NULL, 0, i);
+	status = expand(g, st, &seen, &s);
 	free(s.v);
-	free(seen.arena), free(seen.hash), free(seen.at), free(seen.mark);
+	free(seen.arena), free(seen.hash), free(seen.at), free(seen.mark), free(seen.work);
 	if (status == -1)
 		llm_seterr("the grammar nests deeper than %d", MAX_DEPTH);
 	else if (status < 0)
@@ -966,10 +988,9 @@ advance(struct gstate *st, uint32_t c, struct gstate *tmp, struct gstack *scratc
 		struct gstack *k = &st->s[i];
 		if (k->n == 0 || !matches(g, &g->e[k->v[k->n - 1]], c, c))
 			continue;
-		stack_set(&s, k->v, k->n);
-		s.v[s.n - 1]++;
-		/* a stack that would grow past MAX_DEPTH is dropped: that way is not taken */
-		over = expand(g, &s, tmp, 0, tmp->seen) == -2;
+		/* the stack past c; one that would grow past MAX_DEPTH is dropped: that way is not taken */
+		work_push(tmp->seen, k->v, k->n - 1, k->v[k->n - 1] + 1);
+		over = expand(g, tmp, tmp->seen, &s) == -2;
 	}
 	*scratch = s;
 	if (over)
