@@ -737,6 +737,17 @@ struct gseen {
 	size_t n_work, cap_work;
 };
 
+/* A stack's hash: its height, then its positions (FNV-1a) */
+static uint64_t
+stack_hash(const int *v, int n)
+{
+	uint64_t h = (1469598103934665603u ^ (uint32_t)n) * 1099511628211u;
+
+	for (int i = 0; i < n; i++)
+		h = (h ^ (uint32_t)v[i]) * 1099511628211u;
+	return h;
+}
+
 static void
 seen_start(struct gseen *m)
 {
@@ -766,9 +777,7 @@ seen_index(struct gseen *m, size_t size)
 	m->mark = xcalloc(size, sizeof *m->mark);
 	m->now = 1;
 	for (size_t a = 0; a < m->n_arena; a += 1 + (size_t)m->arena[a]) {
-		uint64_t h = 1469598103934665603u;
-		for (size_t i = a; i <= a + (size_t)m->arena[a]; i++)
-			h = (h ^ (uint32_t)m->arena[i]) * 1099511628211u;
+		uint64_t h = stack_hash(m->arena + a + 1, m->arena[a]);
 		size_t k = (size_t)h & (size - 1);
 		while (m->mark[k] == m->now)
 			k = (k + 1) & (size - 1);
@@ -780,11 +789,9 @@ seen_index(struct gseen *m, size_t size)
 static int
 seen_add(struct gseen *m, const int *v, int n)
 {
-	uint64_t h = (1469598103934665603u ^ (uint32_t)n) * 1099511628211u;
+	uint64_t h = stack_hash(v, n);
 	size_t k;
 
-	for (int i = 0; i < n; i++)
-		h = (h ^ (uint32_t)v[i]) * 1099511628211u;
 	for (k = (size_t)h & (m->size - 1); m->size && m->mark[k] == m->now; k = (k + 1) & (m->size - 1))
 		if (m->hash[k] == h && m->arena[m->at[k]] == n &&
 		    (n == 0 || memcmp(m->arena + m->at[k] + 1, v, (size_t)n * sizeof *v) == 0))
@@ -827,6 +834,19 @@ work_push(struct gseen *m, const int *v, int n, int x)
 	m->work[m->n_work++] = h;
 }
 
+/* Put stack v[0..n) with each of rule's alternatives on top on the work list, the last first. */
+static void
+work_push_rule(struct gseen *m, const struct grammar *g, int rule, const int *v, int n)
+{
+	int last;
+
+	for (last = g->start[rule]; g->e[last].type != G_END; last++)
+		;
+	for (int i = last; i >= g->start[rule]; i--)
+		if (i == g->start[rule] || g->e[i - 1].type == G_ALT)
+			work_push(m, v, n, i);
+}
+
 /*
  * Expand the stacks on the work list until a character is on top of each
  * (or it is empty: a whole sentence), into out: a finished alternative is
@@ -846,7 +866,7 @@ expand(const struct grammar *g, struct gstate *out, struct gseen *m, struct gsta
 	int status = 0;
 
 	while (m->n_work > 0) {
-		int h = m->work[--m->n_work], top, rule, next, last;
+		int h = m->work[--m->n_work], top, next;
 		m->n_work -= (size_t)h;
 		stack_set(s, m->work + m->n_work, h);
 		if (h > MAX_DEPTH) {
@@ -878,16 +898,12 @@ expand(const struct grammar *g, struct gstate *out, struct gseen *m, struct gsta
 			continue;
 		}
 		/* a reference: what follows it, unless nothing does (a tail call), then the rule */
-		rule = g->e[top].a, next = top + 1;
+		next = top + 1;
 		if (g->e[next].type == G_END || g->e[next].type == G_ALT)
 			s->n--;
 		else
 			s->v[h - 1] = next;
-		for (last = g->start[rule]; g->e[last].type != G_END; last++)
-			;
-		for (int i = last; i >= g->start[rule]; i--)
-			if (i == g->start[rule] || g->e[i - 1].type == G_ALT)
-				work_push(m, s->v, s->n, i);
+		work_push_rule(m, g, g->e[top].a, s->v, s->n);
 	}
 	return status;
 }
@@ -896,21 +912,17 @@ int
 gstate_init(struct gstate *st, const struct grammar *g)
 {
 	struct gstack s = { 0 };
-	struct gseen seen = { 0 };
-	int status, r = g->root, last;
+	struct gseen *seen = xcalloc(1, sizeof *seen);
+	int status;
 
 	memset(st, 0, sizeof *st);
 	st->g = g;
 	/* root's alternatives, each a stack */
-	seen_start(&seen);
-	for (last = g->start[r]; g->e[last].type != G_END; last++)
-		;
-	for (int i = last; i >= g->start[r]; i--)
-		if (i == g->start[r] || g->e[i - 1].type == G_ALT)
-			work_push(&seen, NULL, 0, i);
-	status = expand(g, st, &seen, &s);
+	seen_start(seen);
+	work_push_rule(seen, g, g->root, NULL, 0);
+	status = expand(g, st, seen, &s);
 	free(s.v);
-	free(seen.arena), free(seen.hash), free(seen.at), free(seen.mark), free(seen.work);
+	seen_free(seen);
 	if (status == -1)
 		llm_seterr("the grammar nests deeper than %d", MAX_DEPTH);
 	else if (status < 0)
@@ -1499,6 +1511,7 @@ walk(struct gmask *m, const struct gstate *st, int from, const int *pos, int n, 
 		steps_reset(&m->steps);
 	m->lv[0] = intern(&m->steps, st);
 	m->left[0] = 0;
+	m->walk_over = 0;
 	for (int j = 0; j < n; j++) {
 		int p = pos ? pos[j] : j;
 		size_t c = 0, k, len = m->at[from + p + 1] - m->at[from + p];
@@ -1521,7 +1534,7 @@ walk(struct gmask *m, const struct gstate *st, int from, const int *pos, int n, 
 		dead = SIZE_MAX;
 		for (k = c; k < len; k++) {
 			if ((m->lv[k + 1] = step(m, st->g, m->lv[k], (unsigned char)t[k], &peak)) < 0) {
-				m->over |= m->lv[k + 1] == -2;	/* (that token is refused, and the mask fails) */
+				m->walk_over |= m->lv[k + 1] == -2;	/* (that token is refused, and the mask fails) */
 				dead = k + 1;
 				dead_unsure = unsure && m->left[k];
 				break;
@@ -1551,9 +1564,12 @@ find(struct gmask *m, uint64_t h)
 	return NULL;
 }
 
-/* A new entry for the key in m->key, its mask copied from m->bits (bytes long); full: start again. */
+/*
+ * A new entry for the key in m->key, its mask copied from m->bits (bytes
+ * long), over if its walks met a step too ambiguous; full: start again.
+ */
 static struct gmask_entry *
-keep(struct gmask *m, uint64_t h, size_t bytes)
+keep(struct gmask *m, uint64_t h, size_t bytes, int over)
 {
 	const size_t mask = 2 * GMASK_CACHE - 1;
 	size_t at;
@@ -1577,6 +1593,7 @@ keep(struct gmask *m, uint64_t h, size_t bytes)
 	e->key = memcpy(xmalloc((size_t)m->key.n * sizeof *e->key), m->key.v,
 	    (size_t)m->key.n * sizeof *e->key);
 	e->mask = memcpy(xmalloc(bytes), m->bits, bytes);
+	e->over = over;
 	return e;
 }
 
@@ -1595,16 +1612,6 @@ tops(struct gmask *m, const struct gstate *st)
 	return cut;
 }
 
-/* A new entry for m->key (hash h) of the mask walk made in m->bits (bytes long); over: it met a step too ambiguous. */
-static struct gmask_entry *
-kept(struct gmask *m, uint64_t h, size_t bytes, int over)
-{
-	struct gmask_entry *e = keep(m, h, bytes);
-
-	e->over = over;
-	return e;
-}
-
 /*
  * The mask of class c's tokens for st (walk's bits), whose tops are in
  * m->top with cut frames cut: kept, or walked and kept.  m->over is
@@ -1613,7 +1620,7 @@ kept(struct gmask *m, uint64_t h, size_t bytes, int over)
 static const unsigned char *
 lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 {
-	int from = m->from[c], n = m->from[c + 1] - from, over;
+	int from = m->from[c], n = m->from[c + 1] - from;
 	size_t bytes = ((size_t)n + 7) / 8;
 	struct gmask_entry *e;
 	uint64_t h;
@@ -1623,10 +1630,8 @@ lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 		if (!(e = find(m, h))) {
 			memset(m->bits, 0, bytes);
 			m->unsure.n = 0;
-			over = m->over, m->over = 0;
 			int peak = walk(m, &m->top, from, NULL, n, m->bits, &m->unsure);
-			e = kept(m, h, bytes, m->over);
-			m->over = over;
+			e = keep(m, h, bytes, m->walk_over);
 			e->peak = peak;
 			/* a top that many tokens leave: not worth a list */
 			e->n_unsure = m->unsure.n <= n / 16 ? m->unsure.n : -1;
@@ -1644,10 +1649,8 @@ lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 			h = state_key(st, class_most[c], K_REST, &m->key);
 			if (!(e = find(m, h))) {
 				memcpy(m->bits, top->mask, bytes);
-				over = m->over, m->over = top->over;
 				walk(m, st, from, top->unsure, top->n_unsure, m->bits, NULL);
-				e = kept(m, h, bytes, m->over);
-				m->over = over;
+				e = keep(m, h, bytes, top->over | m->walk_over);
 			}
 			m->over |= e->over;
 			return e->mask;
@@ -1656,10 +1659,8 @@ lookup(struct gmask *m, const struct gstate *st, int cut, int c)
 	h = state_key(st, class_most[c], K_WHOLE, &m->key);
 	if (!(e = find(m, h))) {
 		memset(m->bits, 0, bytes);
-		over = m->over, m->over = 0;
 		walk(m, st, from, NULL, n, m->bits, NULL);
-		e = kept(m, h, bytes, m->over);
-		m->over = over;
+		e = keep(m, h, bytes, m->walk_over);
 	}
 	m->over |= e->over;
 	return e->mask;

@@ -174,6 +174,7 @@ struct gmask {
 	struct gmask_entry *cache;
 	int n_cache;
 	int over;		/* a mask in the last gmask_compute met a step too ambiguous */
+	int walk_over;		/* the last walk met one */
 	int *slot;		/* the cache's index by hash: 2 GMASK_CACHE slots, -1 free */
 	unsigned char *bits;	/* a class's mask, made before it is kept */
 	unsigned char *allowed;	/* the last mask, a byte a token */

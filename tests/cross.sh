@@ -15,10 +15,11 @@
 # splits the work between the compilers, which run side by side: gcc on
 # max the C unit tests and the families', gcc on cortex-a53 the kernels'
 # test and the golden test, clang on max the kernels', the golden and
-# the families' tests and test_model's three longest comparisons with
-# references (so that the chains take about as long).  There the golden
-# test takes a part of its cases (LLM_GOLDEN=quick), and LLM_TEST_SKIP
-# names the one unit test that emulation makes 7 minutes long.  Usage (make check-aarch64):
+# the families' tests, test_model's three longest comparisons with
+# references, test_gguf and test_grammar (so that the chains take about
+# as long).  There the golden test takes a part of its cases
+# (LLM_GOLDEN=quick), and LLM_TEST_SKIP names the one unit test that
+# emulation makes 7 minutes long.  Usage (make check-aarch64):
 #
 #   sh tests/cross.sh
 #

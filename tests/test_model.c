@@ -41,10 +41,9 @@ set_pool(struct pool *p)
 
 /*
  * fwd keeps its run between calls on the same model and shape (set_pool
- * drops it): a
- * run's buffers are MODEL_BATCH tokens deep, and clearing new ones for
- * every token of a token-by-token pass was most of these tests' time
- * (and the tools keep theirs so too).
+ * drops it): a run's buffers are MODEL_BATCH tokens deep, and clearing
+ * new ones for every token of a token-by-token pass was most of these
+ * tests' time (and the tools keep theirs so too).
  */
 static struct model_run fwd_run;
 static const struct model *fwd_model;
