@@ -22,16 +22,6 @@ const int8_t quant_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 
 const int8_t quant_mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
 
 float
-quant_e8m0_half(uint8_t e)
-{
-	uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-	float f;
-
-	memcpy(&f, &bits, 4);
-	return f;
-}
-
-float
 f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h >> 15) << 31;
