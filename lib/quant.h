@@ -128,7 +128,7 @@ extern const int8_t quant_mxfp4_values[16];
 /*
  * 2^(e - 128), exactly (e = 0 and 1 are subnormal), as ggml's
  * GGML_E8M0_TO_FP32_HALF.  Inline: decode takes it a block a row (a
- * call each was half of an mxfp4 row's time).
+ * call each was 40% of an mxfp4 row's time).
  */
 static inline float
 quant_e8m0_half(uint8_t e)
