@@ -300,6 +300,16 @@ struct vnext {
 
 #include "kbytes.inc"
 
+/* kquad's 4 quads (q[i]: quarter j rows 4i..4i+3's sums of their quarter j) into lane r: row r's sum of all its lanes */
+static inline __attribute__((always_inline)) __m512i
+vsum16(const __m512i *q)
+{
+	__m512i x = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], 0x44), _mm512_shuffle_i64x2(q[0], q[1], 0xee));
+	__m512i y = _mm512_add_epi32(_mm512_shuffle_i64x2(q[2], q[3], 0x44), _mm512_shuffle_i64x2(q[2], q[3], 0xee));
+
+	return _mm512_add_epi32(_mm512_shuffle_i64x2(x, y, 0x88), _mm512_shuffle_i64x2(x, y, 0xdd));
+}
+
 /*
  * Floats of scratch a batch takes: its panels, their scales and minimums,
  * or twice 8 widened rows with their scales and minimums.
@@ -426,7 +436,8 @@ pack_floats(int cols)
  * 1.5x).  One token of the other types other than q8_0 goes by avx512's
  * kernels (int.inc's decode, 8 rows a pass by horizontal adds), with the
  * same bits: 10-20% faster there than 16 rows a pass here (q4_0 336
- * against 302 tok/s), where q8_0 is as fast.
+ * against 302 tok/s, before vdecode's tree), where q8_0 is faster (1.1x
+ * Llama-3.2-1B's decode).
  */
 static void
 vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
