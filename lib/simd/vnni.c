@@ -431,9 +431,123 @@ pack_floats(int cols)
 #undef VSCALES
 
 /*
+ * One token of iq4_nl or mxfp4 (a table of 16 values a code) by VNNI's
+ * byte products, as kbytes.inc's K types: x = 256 h + l, l unsigned and
+ * h signed bytes (tx_split).  A row's blocks go by pairs (A, B): their 32
+ * bytes of codes in one vector, the second copy shifted right by 4, so
+ * its 64 nibbles are A's values 0-15, B's 0-15, A's 16-31, B's 16-31 (x's
+ * bytes lie in that order).  Two lookups: the values (signed) against l,
+ * the values raised by off (iq4_nl 127, mxfp4 12: none negative) against
+ * h, as kdot; 256 (w + off) h + w l summed is the block's integer plus
+ * 256 off times its h's sum, taken off once for the 16 rows (corr).  The
+ * 16 rows' quarters by kquad's tree, A's sum the quarters 0 and 2, B's 1
+ * and 3, then the rule's chain, A then B.  The same integers as the
+ * widening decode: 1.5x its speed (a 2-core Zen 5, a matrix in cache).
+ */
+static void
+tx_split(const int16_t *xq, int nb, int off, int8_t *xb, int32_t *corr)
+{
+	for (int b = 0; b < nb; b++) {
+		__m512i v = _mm512_loadu_si512(xq + 32 * b), h = _mm512_srai_epi16(v, 8);
+		__m256i l8 = _mm512_cvtepi16_epi8(v), h8 = _mm512_cvtepi16_epi8(h);
+		int8_t *o = xb + (size_t)b / 2 * 128 + (size_t)(b % 2) * 16;
+
+		_mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(l8));
+		_mm_storeu_si128((__m128i *)(o + 32), _mm256_extracti128_si256(l8, 1));
+		_mm_storeu_si128((__m128i *)(o + 64), _mm256_castsi256_si128(h8));
+		_mm_storeu_si128((__m128i *)(o + 96), _mm256_extracti128_si256(h8, 1));
+		corr[b] = (int32_t)((uint32_t)_mm512_reduce_add_epi32(_mm512_madd_epi16(h, _mm512_set1_epi16(1))) *
+		    (uint32_t)(256 * off));
+	}
+}
+
+static inline __attribute__((always_inline)) void
+tdecode_rows(uint32_t type, const char *w, size_t row_bytes, int R, int nb, const int8_t *xb, const int32_t *corr,
+    const float *dx, __m512i vals, __m512i raised, float *out, int fetch)
+{
+	size_t bs = type == GGML_MXFP4 ? sizeof(struct block_mxfp4) : sizeof(struct block_iq4_nl);
+	size_t qs = type == GGML_MXFP4 ? offsetof(struct block_mxfp4, qs) : offsetof(struct block_iq4_nl, qs);
+	__m512 acc = _mm512_setzero_ps();
+	const char *ahead = w + (size_t)16 * row_bytes, *end = ahead + (size_t)fetch * row_bytes;
+	int lines = (int)(((size_t)fetch * row_bytes / 64 + (size_t)nb) / (size_t)nb) * 2;
+	int b, l, r;
+
+	for (b = 0; b < nb; b += 2) {
+		__m512i xl = _mm512_loadu_si512(xb + (size_t)b * 64), xh = _mm512_loadu_si512(xb + (size_t)b * 64 + 64);
+		__m512i p[4], q[4], t[4], s;
+		__m512 d;
+
+		for (l = 0; l < lines && ahead < end; l++, ahead += 64)
+			_mm_prefetch(ahead, _MM_HINT_T0);
+		UNROLL for (r = 0; r < 16; r++) {
+			p[r % 4] = _mm512_setzero_si512();
+			if (r < R) {
+				const char *a = w + (size_t)r * row_bytes + (size_t)b * bs + qs;
+				__m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+				    _mm_loadu_si128((const __m128i *)(a + bs)), 1);
+				__m512i z = _mm512_and_si512(_mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(y), y, 1),
+				    _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), _mm512_set1_epi8(0x0f));
+				__m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_shuffle_epi8(raised, z), xh);
+				p[r % 4] = _mm512_dpbusd_epi32(_mm512_slli_epi32(hi, 8), xl, _mm512_shuffle_epi8(vals, z));
+			}
+			if (r % 4 == 3)
+				q[r / 4] = kquad(p[0], p[1], p[2], p[3]);
+		}
+		kquads(q, t);
+		UNROLL for (int j = 0; j < 2; j++) {	/* A, then B */
+			s = _mm512_sub_epi32(_mm512_add_epi32(t[j], t[j + 2]), _mm512_set1_epi32(corr[b + j]));
+			d = type == GGML_MXFP4 ? e8m0_scales16(w + (size_t)(b + j) * bs, row_bytes, R) :
+			    scales16(w + (size_t)(b + j) * bs, row_bytes, R);
+			acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(dx[b + j])), acc);
+		}
+	}
+	_mm512_mask_storeu_ps(out, MASK(R), acc);
+}
+
+#define TDECODE_OF(ID, TY) \
+static void \
+tdecode_##TY(const char *w, size_t row_bytes, int R, int nb, const int8_t *xb, const int32_t *corr, \
+    const float *dx, __m512i vals, __m512i raised, float *out, int fetch) \
+{ \
+	tdecode_rows(ID, w, row_bytes, R, nb, xb, corr, dx, vals, raised, out, fetch); \
+}
+TDECODE_OF(GGML_IQ4_NL, iq4_nl)
+TDECODE_OF(GGML_MXFP4, mxfp4)
+#undef TDECODE_OF
+
+/* Rows [r0, r1) of iq4_nl or mxfp4 against one token of xr; 0 where this does not take the type or shape */
+static int
+tdecode(uint32_t type, const char *w, size_t row_bytes, int r0, int r1, int cols, const float *xr, float *out,
+    float *pack)
+{
+	int nb = cols / 32, off = type == GGML_MXFP4 ? IOFFSET_mxfp4 : IOFFSET_iq4_nl, r;
+	const int8_t *values = type == GGML_MXFP4 ? quant_mxfp4_values : quant_iq4_values;
+	void (*rows)(const char *, size_t, int, int, const int8_t *, const int32_t *, const float *, __m512i, __m512i,
+	    float *, int) = type == GGML_MXFP4 ? tdecode_mxfp4 : tdecode_iq4_nl;
+	float *dx, *xsum;
+	const int16_t *xq;
+	int8_t *xb = (int8_t *)(((uintptr_t)pack + 63) & ~(uintptr_t)63);
+	int32_t *corr = (int32_t *)(xb + (size_t)2 * cols);
+	__m128i t = _mm_loadu_si128((const __m128i *)values);
+
+	if ((type != GGML_IQ4_NL && type != GGML_MXFP4) || nb % 2 || row_bytes > INT32_MAX / 16)
+		return 0;
+	xq = kernels_rounded_parts(xr, 1, cols, &dx, &xsum);
+	tx_split(xq, nb, off, xb, corr);
+	for (r = r0; r + 16 <= r1; r += 16)
+		rows(w + (size_t)r * row_bytes, row_bytes, 16, nb, xb, corr, dx, _mm512_broadcast_i32x4(t),
+		    _mm512_broadcast_i32x4(_mm_add_epi8(t, _mm_set1_epi8((char)off))), out + r, 16);
+	if (r < r1)
+		rows(w + (size_t)r * row_bytes, row_bytes, r1 - r, nb, xb, corr, dx, _mm512_broadcast_i32x4(t),
+		    _mm512_broadcast_i32x4(_mm_add_epi8(t, _mm_set1_epi8((char)off))), out + r, 0);
+	return 1;
+}
+
+/*
  * One token, or 2 to 11, of the K types whose rows are whole
  * super-blocks go by their bytes (kbytes.inc: q2_K's decode 1.6x, q4_K's
- * 1.5x).  One token of the other types other than q8_0 goes by avx512's
+ * 1.5x), one token of iq4_nl and mxfp4 by theirs (tdecode: 1.25x and
+ * 1.35x).  One token of the other types other than q8_0 goes by avx512's
  * kernels (int.inc's decode, 8 rows a pass by horizontal adds), with the
  * same bits: 10-20% faster there than 16 rows a pass here (q4_0 336
  * against 302 tok/s, before vdecode's tree), where q8_0 is faster (1.1x
@@ -444,6 +558,8 @@ vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1
     const float *xr, int T, float *out, size_t ldo, float *pack)
 {
 	if (T == 1 && type != GGML_Q8_0) {
+		if (tdecode(type, w, row_bytes, r0, r1, cols, xr, out, pack))
+			return;
 		if (kdecode(type, w, row_bytes, r0, r1, cols, xr, out, pack))
 			return;
 		simd_avx512()->gemm_rounded(type, w, row_bytes, r0, r1, cols, xr, T, out, ldo);
