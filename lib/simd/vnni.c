@@ -325,15 +325,14 @@ pack_floats(int cols)
 }
 
 /* The products of every block type, one instance of vblock.inc a type;
- * VD_OFF(b): where block b's scale d lies in a row, VSCALES what reads
- * 16 rows' (f16, or mxfp4's E8M0), VSCALES_OF what converts 16 rows'
- * 2 bytes from there copied side by side; VZLOAD, where defined, a
- * block's weights widened in one instruction */
+ * VD_OFF(b): where block b's scale d lies in a row, VSCALES_OF what
+ * converts 16 rows' 2 bytes from there copied side by side (f16, or
+ * mxfp4's E8M0 byte); VZLOAD, where defined, a block's weights widened
+ * in one instruction */
 #define BLOCK_TYPES(X) X(GGML_Q8_0, q8_0) X(GGML_Q4_0, q4_0) X(GGML_Q4_1, q4_1) \
 	X(GGML_Q5_0, q5_0) X(GGML_Q5_1, q5_1) X(GGML_Q4_K, q4_K) X(GGML_Q5_K, q5_K) X(GGML_Q6_K, q6_K) \
 	X(GGML_Q3_K, q3_K) X(GGML_Q2_K, q2_K) X(GGML_IQ4_NL, iq4_nl) X(GGML_IQ4_XS, iq4_xs) \
 	X(GGML_MXFP4, mxfp4)
-#define VSCALES scales16
 #define VSCALES_OF(dd) _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(dd)))
 #define VD_OFF(b) ((size_t)(b) * sizeof(struct block_q8_0))
 #define VZLOAD(row, b) _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)(row) + (b))->qs))
@@ -421,8 +420,6 @@ pack_floats(int cols)
 #undef ITYPE
 #undef HAS_MIN
 #undef VD_OFF
-#undef VSCALES
-#define VSCALES e8m0_scales16	/* mxfp4's scale is a byte, E8M0 */
 #undef VSCALES_OF
 #define VSCALES_OF(dd) e8m0_floats(_mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(dd))), \
 	_mm512_set1_epi32(0xff)))
@@ -433,7 +430,6 @@ pack_floats(int cols)
 #undef ITYPE
 #undef HAS_MIN
 #undef VD_OFF
-#undef VSCALES
 #undef VSCALES_OF
 
 /*
