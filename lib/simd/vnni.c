@@ -446,8 +446,8 @@ pack_floats(int cols)
  * and 3, then the rule's chain, A then B.  The rows' scales are copied a
  * row at a time as its codes are loaded, then read as a vector (a gather
  * of the 16 took a fifth of the time).  The same integers as the widening
- * decode: 1.5x its speed (iq4_nl; mxfp4 1.35x), a 2-core Zen 5, a matrix
- * in cache.
+ * decode (avx512's, 8 rows a pass): 1.5x its speed, iq4_nl and mxfp4
+ * alike (a 2-core Zen 5, a matrix in cache).
  */
 static void
 tx_split(const int16_t *xq, int nb, int off, int8_t *xb, int32_t *corr)
@@ -558,12 +558,11 @@ tdecode(uint32_t type, const char *w, size_t row_bytes, int r0, int r1, int cols
 /*
  * One token, or 2 to 11, of the K types whose rows are whole
  * super-blocks go by their bytes (kbytes.inc: q2_K's decode 1.6x, q4_K's
- * 1.5x), one token of iq4_nl and mxfp4 by theirs (tdecode: 1.25x and
- * 1.35x).  One token of the other types other than q8_0 goes by avx512's
+ * 1.5x), one token of iq4_nl and mxfp4 by theirs (tdecode: 1.5x).  One token of the other types other than q8_0 goes by avx512's
  * kernels (int.inc's decode, 8 rows a pass by horizontal adds), with the
  * same bits: 10-20% faster there than 16 rows a pass here (q4_0 336
- * against 302 tok/s, before vdecode's tree), where q8_0 is faster (1.1x
- * Llama-3.2-1B's decode).
+ * against 302 tok/s, before vdecode's tree and copied scales), where
+ * q8_0 is faster (1.8x a block in cache).
  */
 static void
 vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
