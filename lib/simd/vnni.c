@@ -559,17 +559,17 @@ tdecode(uint32_t type, const char *w, size_t row_bytes, int r0, int r1, int cols
  * One token, or 2 to 11, of the K types whose rows are whole
  * super-blocks go by their bytes (kbytes.inc: q2_K's decode 1.6x, q4_K's
  * 1.5x), one token of iq4_nl and mxfp4 by theirs (tdecode: 1.5x).  One
- * token of the other types other than q8_0 goes by avx512's kernels
- * (int.inc's decode, 8 rows a pass by horizontal adds), with the same
- * bits: 10-20% faster there than 16 rows a pass here (q4_0 336 against
- * 302 tok/s, before vdecode's tree and copied scales), where q8_0 is
- * faster (1.8x a block in cache).
+ * token of q8_0 and q4_0 goes by vdecode, 16 rows a pass (q8_0 1.8x a
+ * block in cache, q4_0 1.28x; Llama-3.2-1B's Q4_0 decode 1.2x); of the
+ * other types by avx512's kernels (int.inc's decode, 8 rows a pass by
+ * horizontal adds), with the same bits: as fast as vdecode (q4_1, q5_0)
+ * or faster (q5_1, iq4_xs: 1.1x).
  */
 static void
 vnni_gemm_by_type(uint32_t type, const void *w, size_t row_bytes, int r0, int r1, int cols,
     const float *xr, int T, float *out, size_t ldo, float *pack)
 {
-	if (T == 1 && type != GGML_Q8_0) {
+	if (T == 1 && type != GGML_Q8_0 && type != GGML_Q4_0) {
 		if (tdecode(type, w, row_bytes, r0, r1, cols, xr, out, pack))
 			return;
 		if (kdecode(type, w, row_bytes, r0, r1, cols, xr, out, pack))
