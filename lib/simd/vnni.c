@@ -300,7 +300,7 @@ struct vnext {
 
 #include "kbytes.inc"
 
-/* kquad's 4 quads (q[i]: quarter j rows 4i..4i+3's sums of their quarter j) into lane r: row r's sum of all its lanes */
+/* kquad's 4 quads (q[i]'s quarter j: rows 4i..4i+3's sums of their quarter j) into lane r: row r's whole sum */
 static inline __attribute__((always_inline)) __m512i
 vsum16(const __m512i *q)
 {
