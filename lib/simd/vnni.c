@@ -447,7 +447,8 @@ pack_floats(int cols)
  * row at a time as its codes are loaded, then read as a vector (a gather
  * of the 16 took a fifth of the time).  The same integers as the widening
  * decode (avx512's, 8 rows a pass): 1.5x its speed, iq4_nl and mxfp4
- * alike (a 2-core Zen 5, a matrix in cache).
+ * alike (a 2-core Zen 5, a matrix in cache).  Rows of an odd number of
+ * blocks (none of the families' shapes) go by that decode.
  */
 static void
 tx_split(const int16_t *xq, int nb, int off, int8_t *xb, int32_t *corr)
