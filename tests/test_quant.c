@@ -306,7 +306,8 @@ mxfp4_scales_at_their_ends_give_the_portable_bits(void)
 /*
  * Batches of every size a decode step of many sequences makes (vnni.c
  * puts 12 to 48 tokens in the lanes, two groups of 16 and a part one at
- * 33; the rows in tiles of 8, 4 and 1; amx.c takes 5 tokens and more, in
+ * 33, but the K types' up to 24 in kbytes.inc's panels, 4 tokens a tile;
+ * the rows in tiles of 8, 4 and 1; amx.c takes 5 tokens and more, in
  * groups of 16, and its last 13 rows from a stage) give each token the
  * bits it has alone, on every instruction set.
  */
@@ -315,7 +316,7 @@ small_batches_give_each_token_its_bits(void)
 {
 	/* 576 columns: blocks of 32 and the K types' part super-block; 512: whole super-blocks of 256 */
 	enum { ROWS = 157, MAXT = 49, MAXC = 576 };
-	static const int Ts[] = { 2, 3, 4, 5, 7, 11, 12, 16, 17, 20, 33, 48, 49 }, Cs[] = { 576, 512 };
+	static const int Ts[] = { 2, 3, 4, 5, 7, 11, 12, 16, 17, 20, 24, 25, 33, 48, 49 }, Cs[] = { 576, 512 };
 	float *w = xmalloc(ROWS * MAXC * sizeof *w), *x = xmalloc(MAXT * MAXC * sizeof *x);
 	float *got = xmalloc(MAXT * ROWS * sizeof *got), one[ROWS];
 	unsigned char *q = xmalloc(ROWS * quant_row_bytes(GGML_F32, MAXC));

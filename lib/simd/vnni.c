@@ -220,7 +220,9 @@ batch_rows(const int32_t *panels, const float *scales, int n, int nb, const int1
 /*
  * Batches of SIMD_LANES_MIN to SIMD_LANES_MAX tokens put the tokens in
  * the lanes instead (vblock.inc's vlanes_rows): packing the rows cost 35% of a
- * 16-token product, whose every weight is used only 16 times.
+ * 16-token product, whose every weight is used only 16 times.  (The K
+ * types' raw bytes pack cheaper: up to KBATCH_MAX tokens, kbytes.inc's
+ * panels.)
  */
 static void
 round_tokens(const float *x, size_t ldx, int t0, int t1, int T, int cols, float *xr, int sums)
@@ -319,7 +321,7 @@ pack_floats(int cols)
 {
 	size_t panels = (size_t)PANELS * (cols / 32) * (256 + 16 + 32) + 16;	/* minimums: two a block (q2_K) */
 	size_t lanes = 2 * ((size_t)24 * (cols / 32) + (size_t)8 * cols / 2 + 16);	/* two sets, as vgemm's lanes take them */
-	size_t k = KBATCH_FLOATS(SIMD_LANES_MIN, cols);
+	size_t k = KBATCH_FLOATS(KBATCH_MAX, cols);
 
 	return panels > lanes ? (panels > k ? panels : k) : (lanes > k ? lanes : k);
 }
@@ -557,7 +559,7 @@ tdecode(uint32_t type, const char *w, size_t row_bytes, int r0, int r1, int cols
 }
 
 /*
- * One token, or 2 to 11, of the K types whose rows are whole
+ * One token, or 2 to 24 (KBATCH_MAX), of the K types whose rows are whole
  * super-blocks go by their bytes (kbytes.inc: q2_K's decode 1.6x, q4_K's
  * 1.5x), one token of iq4_nl and mxfp4 by theirs (tdecode: 1.5x).  One
  * token of q8_0 and q4_0 goes by vdecode, 16 rows a pass (q8_0 1.8x a
