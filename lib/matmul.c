@@ -6,8 +6,9 @@
  *
  * Matrix products over one input batch X (T rows of ldx floats): each
  * weight matrix writes T output rows of ldo floats.  Threads split the
- * weight rows of all the matrices together.  One token's rows go a share
- * a thread, each read front to back as one stream, and a thread done
+ * weight rows of all the matrices together.  One token's rows (and a
+ * small batch's, up to SHARE_TOKENS) go a share a thread, each read
+ * front to back as one stream, and a thread done
  * with its own takes halves of another's rest from the back: slices
  * claimed in turn broke the streams (decode 2-13% slower), and fixed
  * halves kept the calling thread waiting 7% of a decode.  A batch's go in
@@ -45,6 +46,13 @@
  * products, then 4%).
  */
 #define ROUND_INLINE 64
+/*
+ * Batches of up to this many tokens share their rows out as one token's
+ * are: a routed expert's share of a prompt (Qwen3-30B-A3B's 128-token
+ * prompt gives each of its 128 experts about 8), whose products wait on
+ * memory where a claim's first rows come unfetched.
+ */
+#define SHARE_TOKENS 24
 
 struct matmul_job {
 	const struct matvec *mv;
@@ -95,12 +103,12 @@ matmul_rows(const struct matmul_job *job, int g, int lo, int hi)
 }
 
 /*
- * One token: each thread takes its own share's rows from the front, half
- * of what is left at a time (at least 64 rows: a part is a call, and 32
- * measured no better), in one stream (the tiles prefetch into the next
- * part), then halves of what others have left, from the back.  Parts
- * are multiples of 16 rows, whole decode tiles (8 rows, 16 for
- * AVX-512's integer rule).
+ * One token, or a small batch: each thread takes its own share's rows
+ * from the front, half of what is left at a time (at least 64 rows: a
+ * part is a call, and 32 measured no better), in one stream (the tiles
+ * prefetch into the next part), then halves of what others have left,
+ * from the back.  Parts are multiples of 16 rows, whole decode tiles (8
+ * rows, 16 for AVX-512's integer rule).
  */
 static void
 matvec_share(struct matmul_job *job, int ith, int nth)
@@ -145,11 +153,11 @@ matmul_worker(void *arg, int ith, int nth)
 	struct matmul_job *job = arg;
 	int lo, hi, j, g;
 
-	if (job->T == 1 && nth == 1) {	/* run inline: the shares are set for the pool */
+	if (job->T <= SHARE_TOKENS && nth == 1) {	/* run inline: the shares are set for the pool */
 		matmul_rows(job, 0, 0, job->total_rows);
 		return;
 	}
-	if (job->T == 1 && nth <= MAX_SHARES) {
+	if (job->T <= SHARE_TOKENS && nth <= MAX_SHARES) {
 		matvec_share(job, ith, nth);
 		return;
 	}
@@ -225,7 +233,7 @@ matmul(struct pool *pool, struct matmul_scratch *sc, const struct matvec *mv, in
 		job.xr = sc->xr;
 		pool_run_work(pool, round_worker, &job, T <= ROUND_INLINE ? 0 : (long long)T * cols * POOL_ROW_WORK);
 	}
-	for (i = 0; T == 1 && i < nth && nth <= MAX_SHARES; i++) {
+	for (i = 0; T <= SHARE_TOKENS && i < nth && nth <= MAX_SHARES; i++) {
 		int lo = (int)((long long)job.total_rows * i / nth) / 16 * 16;
 		int hi = i == nth - 1 ? job.total_rows : (int)((long long)job.total_rows * (i + 1) / nth) / 16 * 16;
 
