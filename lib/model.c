@@ -567,8 +567,13 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 		r->route = xcalloc((size_t)MODEL_BATCH * c->n_expert, sizeof(float));
 		r->route_w = xcalloc(MODEL_BATCH * K, sizeof(float));
 		r->route_e = xcalloc(MODEL_BATCH * K, sizeof(int));
-		r->xe = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
-		r->ye = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+		r->es = xcalloc((size_t)pool_threads(pool), sizeof *r->es);
+		for (int i = 0; i < pool_threads(pool); i++) {
+			r->es[i].xe = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+			r->es[i].hb = xcalloc((size_t)MODEL_BATCH * c->expert_ffn_dim, sizeof(float));
+			r->es[i].hb2 = xcalloc((size_t)MODEL_BATCH * c->expert_ffn_dim, sizeof(float));
+			r->es[i].ye = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
+		}
 		r->slots = xcalloc(MODEL_BATCH * K * c->dim, sizeof(float));
 		r->slot_of = xcalloc(MODEL_BATCH * K, sizeof(int));
 		r->expert_used = xcalloc((size_t)c->n_layers * c->n_expert, 1);
@@ -616,8 +621,14 @@ model_run_free(struct model_run *r)
 	free(r->route);
 	free(r->route_w);
 	free(r->route_e);
-	free(r->xe);
-	free(r->ye);
+	for (int i = 0; r->es && i < pool_threads(r->pool); i++) {
+		free(r->es[i].xe);
+		free(r->es[i].hb);
+		free(r->es[i].hb2);
+		free(r->es[i].ye);
+		free(r->es[i].mm.xr);
+	}
+	free(r->es);
 	free(r->slots);
 	free(r->slot_of);
 	free(r->expert_used);
@@ -808,13 +819,16 @@ glu_rows(void *arg, int ith, int nth)
 	act(j->out + i0 * len, j->x + i0 * len, (i1 - i0) * len);
 }
 
-/* g = act(g) * u, for each of n rows of len of the FFN: the family's gate (model.h's MODEL_GLU_). */
+/*
+ * g = act(g) * u, for each of n rows of len of the FFN: the family's gate
+ * (model.h's MODEL_GLU_), on the pool's threads (NULL: the calling one).
+ */
 static void
-glu(struct model_run *r, float *g, float *u, int n, int len)
+glu(struct pool *pool, const struct model_config *c, float *g, float *u, int n, int len)
 {
-	struct rows_job job = { g, u, NULL, n, len, 0, NULL, r->m->c.glu };
+	struct rows_job job = { g, u, NULL, n, len, 0, NULL, c->glu };
 
-	pool_run_work(r->pool, glu_rows, &job, (long long)n * len * ROW_COST);
+	pool_run_work(pool, glu_rows, &job, (long long)n * len * ROW_COST);
 }
 
 /* The K largest of p[0..E), in rank order: strictly larger first, so a tie goes to the lowest index. */
@@ -880,50 +894,114 @@ add_bias(float *rows, int n, int len, const float *bias)
 }
 
 /*
+ * Expert e's SwiGLU FFN for the cnt tokens whose slots are slot[0..cnt):
+ * their rows gathered into one batch (an expert's rows read once a pass),
+ * the outputs to their slots, on the pool's threads (NULL: the calling
+ * one) and the scratch s.
+ */
+static void
+expert_ffn(struct model_run *r, struct pool *pool, struct expert_scratch *s,
+    const struct layer_weights *L, int e, const int *slot, int cnt)
+{
+	const struct model_config *c = &r->m->c;
+	int D = c->dim, K = c->n_expert_used, Fe = c->expert_ffn_dim, i;
+	struct weight g = rows_of(&L->gate_exps, e * Fe, Fe), u = rows_of(&L->up_exps, e * Fe, Fe);
+	struct weight dn = rows_of(&L->down_exps, e * D, D);
+	struct matvec gu[] = { { s->hb, (size_t)Fe, &g }, { s->hb2, (size_t)Fe, &u } };
+	struct matvec dm[] = { { s->ye, (size_t)D, &dn } };
+
+	for (i = 0; i < cnt; i++)
+		memcpy(s->xe + (size_t)i * D, r->xb + (size_t)(slot[i] / K) * D, (size_t)D * sizeof(float));
+	matmul(pool, &s->mm, gu, 2, s->xe, D, cnt);
+	if (c->expert_bias) {
+		add_bias(s->hb, cnt, Fe, L->gate_exps_b + (size_t)e * Fe);
+		add_bias(s->hb2, cnt, Fe, L->up_exps_b + (size_t)e * Fe);
+	}
+	glu(pool, c, s->hb, s->hb2, cnt, Fe);
+	matmul(pool, &s->mm, dm, 1, s->hb, Fe, cnt);
+	if (c->expert_bias)
+		add_bias(s->ye, cnt, D, L->down_exps_b + (size_t)e * D);
+	for (i = 0; i < cnt; i++)
+		memcpy(r->slots + (size_t)slot[i] * D, s->ye + (size_t)i * D, (size_t)D * sizeof(float));
+}
+
+/* A layer's experts, claimed in turn by the threads, each run whole on its thread. */
+struct experts_job {
+	struct model_run *r;
+	const struct layer_weights *L;
+	const int *order;	/* the experts some token took, the most tokens first */
+	const int *first;	/* expert e's slots: slot_of[first[e]..first[e + 1]) */
+	int n_order;
+	atomic_int next;
+};
+
+static void
+experts_worker(void *arg, int ith, int nth)
+{
+	struct experts_job *j = arg;
+	int i, e;
+
+	(void)nth;
+	while ((i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_order) {
+		e = j->order[i];
+		expert_ffn(j->r, NULL, &j->r->es[ith], j->L, e, j->r->slot_of + j->first[e],
+		    j->first[e + 1] - j->first[e]);
+	}
+}
+
+/*
+ * Experts a thread or more go one a thread at a time, in one hand-off for
+ * the layer; fewer (a decode step's on many threads) each on every thread.
+ */
+#define EXPERTS_A_THREAD 4
+
+/*
  * The routed FFN: each token's route, then expert by expert the tokens
- * that chose it, gathered into one batch (an expert's rows read once a
- * pass; those no token chose never read), its SwiGLU FFN, the outputs
- * to the tokens' slots; a token's output the sum of its slots times
- * their weights, in rank order.  Each product gives a token the bits it
- * has alone, so no token's output depends on its batch.
+ * that chose it (those no token chose never read), its FFN, and a
+ * token's output the sum of its slots times their weights, in rank
+ * order.  Each product gives a token the bits it has alone, whichever
+ * thread computes it, so no token's output depends on its batch or the
+ * threads.  Experts go most tokens first, so that the last claimed are
+ * the shortest and the threads end together.
  */
 static void
 moe_ffn(struct model_run *r, const struct layer_weights *L, int l, float *out, int n)
 {
 	const struct model_config *c = &r->m->c;
-	int D = c->dim, E = c->n_expert, K = c->n_expert_used, Fe = c->expert_ffn_dim, t, k, e, i, d;
+	int D = c->dim, E = c->n_expert, K = c->n_expert_used, t, k, e, i, d, a;
+	int first[MODEL_MAX_EXPERTS + 1] = { 0 }, at[MODEL_MAX_EXPERTS], order[MODEL_MAX_EXPERTS];
 	struct matvec route[] = { { r->route, (size_t)E, &L->w_router } };
+	struct experts_job job = { r, L, order, first, 0, 0 };
 
 	matmul(r->pool, &r->mm, route, 1, r->xb, D, n);
 	for (t = 0; t < n; t++)
 		route_token(c, r->route + (size_t)t * E, L->router_b, r->route_e + (size_t)t * K,
 		    r->route_w + (size_t)t * K);
+	/* the slots by expert, each expert's in slot order */
 	for (i = 0; i < n * K; i++)
-		r->expert_used[(size_t)l * E + r->route_e[i]] = 1;
+		first[r->route_e[i] + 1]++;
 	for (e = 0; e < E; e++) {
-		int cnt = 0;
-		for (i = 0; i < n * K; i++)
-			if (r->route_e[i] == e) {
-				memcpy(r->xe + (size_t)cnt * D, r->xb + (size_t)(i / K) * D, (size_t)D * sizeof(float));
-				r->slot_of[cnt++] = i;
-			}
+		first[e + 1] += first[e];
+		at[e] = first[e];
+	}
+	for (i = 0; i < n * K; i++)
+		r->slot_of[at[r->route_e[i]]++] = i;
+	for (e = 0; e < E; e++) {
+		int cnt = first[e + 1] - first[e];
 		if (!cnt)
 			continue;
-		struct weight g = rows_of(&L->gate_exps, e * Fe, Fe), u = rows_of(&L->up_exps, e * Fe, Fe);
-		struct weight dn = rows_of(&L->down_exps, e * D, D);
-		struct matvec gu[] = { { r->hb, (size_t)Fe, &g }, { r->hb2, (size_t)Fe, &u } };
-		matmul(r->pool, &r->mm, gu, 2, r->xe, D, cnt);
-		if (c->expert_bias) {
-			add_bias(r->hb, cnt, Fe, L->gate_exps_b + (size_t)e * Fe);
-			add_bias(r->hb2, cnt, Fe, L->up_exps_b + (size_t)e * Fe);
-		}
-		glu(r, r->hb, r->hb2, cnt, Fe);
-		struct matvec dm[] = { { r->ye, (size_t)D, &dn } };
-		matmul(r->pool, &r->mm, dm, 1, r->hb, Fe, cnt);
-		if (c->expert_bias)
-			add_bias(r->ye, cnt, D, L->down_exps_b + (size_t)e * D);
-		for (i = 0; i < cnt; i++)
-			memcpy(r->slots + (size_t)r->slot_of[i] * D, r->ye + (size_t)i * D, (size_t)D * sizeof(float));
+		r->expert_used[(size_t)l * E + e] = 1;
+		for (a = job.n_order++; a > 0 && first[order[a - 1] + 1] - first[order[a - 1]] < cnt; a--)
+			order[a] = order[a - 1];
+		order[a] = e;
+	}
+	if (job.n_order >= EXPERTS_A_THREAD * pool_threads(r->pool)) {
+		atomic_init(&job.next, 0);
+		pool_run_work(r->pool, experts_worker, &job, (long long)n * K * 3 * c->expert_ffn_dim * D);
+	} else {
+		for (a = 0; a < job.n_order; a++)
+			expert_ffn(r, r->pool, &r->es[0], L, order[a], r->slot_of + first[order[a]],
+			    first[order[a] + 1] - first[order[a]]);
 	}
 	for (t = 0; t < n; t++) {
 		const float *w = r->route_w + (size_t)t * K, *y = r->slots + (size_t)t * K * D;
@@ -1155,7 +1233,7 @@ forward(struct model_run *r, const struct model_seq *seqs, int ns, int n, float 
 		} else {
 			struct matvec gate_up[] = { { r->hb, F, &L->w_gate }, { r->hb2, F, &L->w_up } };
 			matmul(r->pool, &r->mm, gate_up, 2, r->xb, D, n);
-			glu(r, r->hb, r->hb2, n, F);
+			glu(r->pool, c, r->hb, r->hb2, n, F);
 			struct matvec down[] = { { r->xb2, D, &L->w_down } };
 			matmul(r->pool, &r->mm, down, 1, r->hb, F, n);
 		}

@@ -123,6 +123,12 @@ int model_kv_init(const struct model *m, struct kv *kv, int max_ctx, int preallo
  */
 #define MODEL_BATCH 512
 
+/* One thread's rows of an expert: its tokens' inputs, FFN and outputs, and x rounded. */
+struct expert_scratch {
+	float *xe, *hb, *hb2, *ye;
+	struct matmul_scratch mm;
+};
+
 /*
  * The run state of one sequence (llama2.c's RunState): the buffers of a
  * batch of up to MODEL_BATCH tokens, row per token, and the attention's
@@ -135,9 +141,9 @@ struct model_run {
 	float *route;		/* a routed FFN's: the router's logits, [token][n_expert] */
 	float *route_w;		/* each token's experts' weights, [token][n_expert_used], in rank order */
 	int *route_e;		/* and the experts, likewise */
-	float *xe, *ye;		/* an expert's tokens' rows, and its outputs */
+	struct expert_scratch *es;	/* a thread's rows of the expert it runs, one a pool thread */
 	float *slots;		/* each token's experts' outputs, [token][rank][dim] */
-	int *slot_of;		/* an expert's tokens' slots */
+	int *slot_of;		/* the slots by expert, each expert's in order */
 	unsigned char *expert_used;	/* [layer][expert]: 1 once a token of the run took it */
 	float *logits;		/* MODEL_OUT_LAST's, when no out is given */
 	struct matmul_scratch mm;
