@@ -524,7 +524,10 @@ static void \
 tdecode_##TY(const char *w, size_t row_bytes, int R, int nb, const int8_t *xb, const int32_t *corr, \
     const float *dx, __m512i vals, __m512i offs, float *out, int fetch) \
 { \
-	tdecode_rows(ID, w, row_bytes, R, nb, xb, corr, dx, vals, offs, out, fetch); \
+	if (R == 16)	/* whole tiles: no test a row */ \
+		tdecode_rows(ID, w, row_bytes, 16, nb, xb, corr, dx, vals, offs, out, fetch); \
+	else \
+		tdecode_rows(ID, w, row_bytes, R, nb, xb, corr, dx, vals, offs, out, fetch); \
 }
 TDECODE_OF(GGML_IQ4_NL, iq4_nl)
 TDECODE_OF(GGML_MXFP4, mxfp4)
