@@ -950,8 +950,12 @@ experts_worker(void *arg, int ith, int nth)
 }
 
 /*
- * Experts a thread or more go one a thread at a time, in one hand-off for
- * the layer; fewer (a decode step's on many threads) each on every thread.
+ * With this many experts a thread or more, each expert runs whole on one
+ * thread, the layer's in one hand-off (two an expert, both threads
+ * waiting at each end, took Qwen3-30B-A3B's prefill of 128 to 514 tok/s
+ * against 575; its decode, 8 experts on 2 threads, 75 against 86).  With
+ * fewer (gpt-oss's 4 on 2 threads, a decode step's 8 on many), each
+ * expert goes on every thread in turn, so that no thread idles.
  */
 #define EXPERTS_A_THREAD 4
 
