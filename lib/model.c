@@ -559,9 +559,8 @@ model_run_init(struct model_run *r, const struct model *m, struct pool *pool)
 	r->x = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
 	r->xb = xcalloc((size_t)MODEL_BATCH * (q_dim > c->dim ? q_dim : c->dim), sizeof(float));
 	r->xb2 = xcalloc((size_t)MODEL_BATCH * c->dim, sizeof(float));
-	int hidden = c->ffn_dim > c->expert_ffn_dim ? c->ffn_dim : c->expert_ffn_dim;
-	r->hb = xcalloc((size_t)MODEL_BATCH * hidden, sizeof(float));
-	r->hb2 = xcalloc((size_t)MODEL_BATCH * hidden, sizeof(float));
+	r->hb = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));	/* the dense FFN's: experts have r->es */
+	r->hb2 = xcalloc((size_t)MODEL_BATCH * c->ffn_dim, sizeof(float));
 	if (c->n_expert) {
 		size_t K = (size_t)c->n_expert_used;
 		r->route = xcalloc((size_t)MODEL_BATCH * c->n_expert, sizeof(float));
@@ -935,18 +934,24 @@ struct experts_job {
 	atomic_int next;
 };
 
+/* The job's a-th expert on the pool's threads (NULL: the calling one), with the scratch s */
+static void
+job_expert(const struct experts_job *j, int a, struct pool *pool, struct expert_scratch *s)
+{
+	int e = j->order[a];
+
+	expert_ffn(j->r, pool, s, j->L, e, j->r->slot_of + j->first[e], j->first[e + 1] - j->first[e]);
+}
+
 static void
 experts_worker(void *arg, int ith, int nth)
 {
 	struct experts_job *j = arg;
-	int i, e;
+	int a;
 
 	(void)nth;
-	while ((i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_order) {
-		e = j->order[i];
-		expert_ffn(j->r, NULL, &j->r->es[ith], j->L, e, j->r->slot_of + j->first[e],
-		    j->first[e + 1] - j->first[e]);
-	}
+	while ((a = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n_order)
+		job_expert(j, a, NULL, &j->r->es[ith]);
 }
 
 /*
@@ -1004,8 +1009,7 @@ moe_ffn(struct model_run *r, const struct layer_weights *L, int l, float *out, i
 		pool_run_work(r->pool, experts_worker, &job, (long long)n * K * 3 * c->expert_ffn_dim * D);
 	} else {
 		for (a = 0; a < job.n_order; a++)
-			expert_ffn(r, r->pool, &r->es[0], L, order[a], r->slot_of + first[order[a]],
-			    first[order[a] + 1] - first[order[a]]);
+			job_expert(&job, a, r->pool, &r->es[0]);
 	}
 	for (t = 0; t < n; t++) {
 		const float *w = r->route_w + (size_t)t * K, *y = r->slots + (size_t)t * K * D;
