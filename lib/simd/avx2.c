@@ -33,7 +33,6 @@ typedef struct { __m256 lo, hi; } v16;
 #define HALF_ROWS 2	/* f16 and bf16 decode: rows at a time */
 #define DECODE_ROWS 4	/* decode tiles of short rows */
 #define PREFIX quant_avx2_
-#define IPIN_SUMS	/* int.inc's batch sums pinned to their registers (gcc) */
 
 static inline __attribute__((always_inline)) v16
 v16_of(__m256 lo, __m256 hi)
